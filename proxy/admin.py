@@ -1,0 +1,103 @@
+"""Admin HTTP routes for the latches: list, reset, expire. Every route needs the admin key.
+
+Kept apart from the client routes because they answer to a different key and a different person
+(the operator, not the agent). With no admin key configured the routes answer 403 and say how to
+set one, rather than being open.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import TYPE_CHECKING
+
+import orjson
+from aiohttp import web
+
+from .errors import ProxyError
+from .timespec import parse_duration
+
+if TYPE_CHECKING:
+    from .app import Proxy
+
+
+def _proxy(request: web.Request) -> Proxy:
+    from .app import PROXY_KEY
+
+    return request.app[PROXY_KEY]
+
+
+def _require_admin(request: web.Request) -> Proxy:
+    proxy = _proxy(request)
+    key = proxy.settings.admin_key
+    if not key:
+        raise ProxyError(403, "Admin routes are off: start latchgate with LATCHGATE_ADMIN_KEY set "
+                         "(or server.admin_key_env in the config) to use them.",
+                         code="admin_disabled")
+    auth = request.headers.get("Authorization", "")
+    given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+    if not given or not hmac.compare_digest(given.encode(), key.encode()):
+        raise ProxyError(401, "Missing or wrong admin key: send 'Authorization: Bearer <admin key>'.",
+                         code="invalid_admin_key")
+    return proxy
+
+
+def _eid_for(proxy: Proxy, upstream: str | None) -> str | None:
+    if upstream is None:
+        return None
+    if upstream in proxy.upstreams:
+        return proxy.upstreams[upstream].endpoint_id
+    raise ProxyError(404, f"No upstream named {upstream!r}; names: {', '.join(proxy.upstreams)}.",
+                     param="upstream", code="unknown_upstream")
+
+
+async def _params(request: web.Request) -> dict[str, str]:
+    params = dict(request.query)
+    if request.can_read_body:
+        try:
+            body = orjson.loads(await request.read() or b"{}")
+        except orjson.JSONDecodeError:
+            raise ProxyError(400, "The body must be a JSON object (or empty).") from None
+        if not isinstance(body, dict):
+            raise ProxyError(400, "The body must be a JSON object (or empty).")
+        params.update({k: str(v) for k, v in body.items() if v is not None})
+    return params
+
+
+async def list_latches(request: web.Request) -> web.StreamResponse:
+    proxy = _require_admin(request)
+    names = {u.endpoint_id: u.name for u in proxy.upstreams.values()}
+    listing = proxy.store.describe()
+    for item in listing:
+        item.setdefault("upstream", names.get(item.get("endpoint", ""), ""))
+    return web.Response(body=orjson.dumps({"endpoints": listing}), content_type="application/json")
+
+
+async def reset_latches(request: web.Request) -> web.StreamResponse:
+    proxy = _require_admin(request)
+    params = await _params(request)
+    eid = _eid_for(proxy, params.get("upstream"))
+    removed = proxy.store.reset(eid, params.get("model"))
+    await proxy.save_state()
+    return web.json_response({"reset": removed})
+
+
+async def expire_latches(request: web.Request) -> web.StreamResponse:
+    proxy = _require_admin(request)
+    params = await _params(request)
+    raw = params.get("older_than")
+    if not raw:
+        raise ProxyError(400, "Say how old: older_than=DURATION such as 7d, 12h or 3600s.",
+                         param="older_than")
+    try:
+        seconds = parse_duration(raw)
+    except ValueError as exc:
+        raise ProxyError(400, str(exc), param="older_than") from None
+    removed = proxy.store.expire(seconds)
+    await proxy.save_state()
+    return web.json_response({"expired": removed})
+
+
+def add_admin_routes(app: web.Application) -> None:
+    app.router.add_get("/admin/latches", list_latches)
+    app.router.add_post("/admin/latches/reset", reset_latches)
+    app.router.add_post("/admin/latches/expire", expire_latches)

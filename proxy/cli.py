@@ -1,0 +1,182 @@
+"""The `latchgate` command: serve one upstream or a config file, and manage latches.
+
+    latchgate --upstream http://127.0.0.1:8080/v1            serve one upstream for every model
+    latchgate --config latchgate.toml                        serve several upstreams
+    latchgate latches show|reset|expire|export|import        operate on the state file
+
+Configuration errors end the process with status 2 and one line naming the key, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import orjson
+
+from . import __version__, logs
+from .config import (
+    KINDS,
+    LOG_LEVELS,
+    ConfigError,
+    Settings,
+    UpstreamConfig,
+    check_security,
+    load_toml,
+    parse_upstream,
+)
+
+CLIENT_KEYS_ENV = "LATCHGATE_CLIENT_KEYS"
+ADMIN_KEY_ENV = "LATCHGATE_ADMIN_KEY"
+DEFAULT_STATE = "latchgate-state.json"
+
+EPILOG = f"""\
+latch management (works on the state file; run while latchgate is stopped, or use the admin
+routes of a running one):
+  latchgate latches show    [--state-file PATH]
+  latchgate latches reset   [--upstream NAME] [--model M] [--config F | --state-file PATH]
+  latchgate latches expire  --older-than DURATION (e.g. 7d, 12h)
+  latchgate latches export FILE / latchgate latches import FILE
+
+environment:
+  {CLIENT_KEYS_ENV}   comma-separated client keys (required when --host is not loopback)
+  {ADMIN_KEY_ENV}     key for the /admin/latches routes
+"""
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more (0 disables)")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def serve_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="latchgate",
+        description="OpenAI-compatible reverse proxy that learns what each model server refuses, "
+        "repairs tool calls and sizes requests. Point your OpenAI client's base URL at it.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"latchgate {__version__}")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--upstream", metavar="URL",
+                     help="serve this one upstream (its OpenAI base URL, e.g. http://127.0.0.1:8080/v1) for every model")
+    src.add_argument("--config", metavar="FILE", type=Path,
+                     help="TOML config with [server] and [[upstreams]] (see latchgate.example.toml)")
+    p.add_argument("--name", default="default", help="name of the --upstream (metrics, logs); default: default")
+    p.add_argument("--kind", choices=KINDS, default="auto",
+                   help="server kind of the --upstream; default: auto (detected)")
+    p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the --upstream's key")
+    p.add_argument("--host", help="address to bind; default 127.0.0.1 (other addresses require client keys)")
+    p.add_argument("--port", type=int, help="port to bind; default 8787")
+    p.add_argument("--state-file", type=Path, metavar="PATH",
+                   help=f"where latches are kept across restarts; default ./{DEFAULT_STATE}")
+    p.add_argument("--retries", type=_count, metavar="N", help="retry budget per request for --upstream; default 2")
+    p.add_argument("--idle-timeout", type=_positive_float, metavar="SECONDS",
+                   help="longest silence mid-stream before the stream is cut; default 60, 0 disables")
+    p.add_argument("--first-token-timeout", type=_positive_float, metavar="SECONDS",
+                   help="longest wait for the first token; default 5 x idle timeout, 0 disables")
+    p.add_argument("--log-level", choices=LOG_LEVELS, help="default info")
+    return p
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Build validated settings from parsed flags (and the config file they name)."""
+    if args.config is not None:
+        settings = load_toml(args.config)
+        if args.upstream_only_flags():
+            raise ConfigError("--name, --kind, --api-key-env, --retries and the timeout flags "
+                              "go with --upstream; with --config set them in the file")
+    elif args.upstream is not None:
+        raw: dict[str, object] = {"name": args.name, "base_url": args.upstream, "kind": args.kind}
+        if args.api_key_env:
+            raw["api_key_env"] = args.api_key_env
+        if args.retries is not None:
+            raw["retries"] = args.retries
+        if args.idle_timeout is not None:
+            raw["idle_timeout"] = args.idle_timeout
+        if args.first_token_timeout is not None:
+            raw["first_token_timeout"] = args.first_token_timeout
+        settings = Settings(upstreams=[parse_upstream(raw, "--upstream")])
+        settings.state_file = Path(DEFAULT_STATE)
+    else:
+        raise ConfigError("say what to serve: --upstream URL or --config FILE (see --help)")
+    if args.host is not None:
+        settings.host = args.host
+    if args.port is not None:
+        if not 0 <= args.port <= 65535:
+            raise ConfigError("--port: must be between 0 and 65535")
+        settings.port = args.port
+    if args.state_file is not None:
+        settings.state_file = args.state_file
+    if args.log_level is not None:
+        settings.log_level = args.log_level
+    env_keys = os.environ.get(CLIENT_KEYS_ENV, "")
+    settings.client_keys += [k.strip() for k in env_keys.split(",") if k.strip()]
+    settings.admin_key = settings.admin_key or os.environ.get(ADMIN_KEY_ENV) or None
+    check_security(settings)
+    return settings
+
+
+def _upstream_only_flags(args: argparse.Namespace) -> bool:
+    return bool(args.name != "default" or args.kind != "auto" or args.api_key_env
+                or args.retries is not None or args.idle_timeout is not None
+                or args.first_token_timeout is not None)
+
+
+def serve(settings: Settings) -> None:
+    from .server import run
+
+    run(settings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "latches":
+        from .latches_cli import main as latches_main
+
+        return latches_main(argv[1:])
+    parser = serve_parser()
+    args = parser.parse_args(argv)
+    args.upstream_only_flags = lambda: _upstream_only_flags(args)
+    try:
+        settings = settings_from_args(args)
+    except ConfigError as exc:
+        print(f"latchgate: {exc}", file=sys.stderr)
+        return 2
+    logs.configure(settings.log_level)
+    try:
+        serve(settings)
+    except OSError as exc:
+        print(f"latchgate: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def dump_json(data: object) -> str:
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
+
+
+__all__ = ["main", "serve_parser", "settings_from_args", "UpstreamConfig", "asyncio"]

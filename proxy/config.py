@@ -1,0 +1,293 @@
+"""Settings: from command-line flags or a TOML file, validated once at start.
+
+A wrong value is reported by `ConfigError` naming the key and what is allowed, so the command can
+exit non-zero with one clear line instead of a traceback. Keys are never stored in settings
+themselves when they can come from an environment variable: the config names the variable.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+KINDS = ("auto", "openai", "llama.cpp", "ollama", "vllm", "lmstudio", "generic")
+LOCAL_KINDS = ("llama.cpp", "ollama", "vllm", "lmstudio")
+SCHEMA_MODES = ("auto", "passthrough", "sanitise")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+DEFAULT_PORT = 8787
+DEFAULT_MAX_BODY = 64 * 1024 * 1024
+DEFAULT_IDLE_TIMEOUT = 60.0
+
+
+class ConfigError(ValueError):
+    """A setting is wrong; the message names the key and what is allowed."""
+
+
+@dataclass(slots=True)
+class UpstreamConfig:
+    """One model server latchgate forwards to."""
+
+    name: str
+    base_url: str
+    kind: str = "auto"
+    api_key_env: str | None = None
+    api_key: str | None = None  # resolved from api_key_env at load time; never logged
+    models: list[str] = field(default_factory=lambda: ["*"])
+    forward_client_auth: bool = False
+    retries: int = 2
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    first_token_timeout: float | None = None  # None: 5 x idle_timeout
+    request_timeout: float = 600.0  # whole (non-streamed) requests
+    connect_timeout: float = 10.0
+    loading_timeout: float = 120.0
+    schema_mode: str = "auto"
+    recover_tool_calls: bool = True
+    holdback_limit: int = 256 * 1024
+    context_length: dict[str, int] = field(default_factory=dict)  # model (or glob) -> window
+    droppable_add: list[str] = field(default_factory=list)
+    droppable_remove: list[str] = field(default_factory=list)
+    exact_token_count: bool = False
+
+    @property
+    def effective_first_token_timeout(self) -> float:
+        if self.first_token_timeout is not None:
+            return self.first_token_timeout
+        return self.idle_timeout * 5
+
+    @property
+    def server_root(self) -> str:
+        """The server's root URL (the base URL without a trailing `/v1`), for native routes."""
+        url = self.base_url.rstrip("/")
+        return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+@dataclass(slots=True)
+class Settings:
+    """Everything the proxy needs to run."""
+
+    upstreams: list[UpstreamConfig]
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    state_file: Path | None = None
+    client_keys: list[str] = field(default_factory=list)
+    admin_key: str | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    log_level: str = "info"
+    probe_interval: float = 30.0
+    model_label_cap: int = 200
+
+    def upstream(self, name: str) -> UpstreamConfig:
+        for up in self.upstreams:
+            if up.name == name:
+                return up
+        raise KeyError(name)
+
+
+def is_loopback(host: str) -> bool:
+    """True when `host` only accepts connections from this machine."""
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_url(key: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{key}: expected a URL such as http://127.0.0.1:8080/v1")
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(
+            f"{key}: {value!r} is not an http(s) URL; write it like http://127.0.0.1:8080/v1"
+        )
+    return value
+
+
+def _num(key: str, value: object, *, minimum: float = 0.0, integer: bool = False) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{key}: expected a number, got {value!r}")
+    if integer and not isinstance(value, int):
+        raise ConfigError(f"{key}: expected a whole number, got {value!r}")
+    if value < minimum:
+        raise ConfigError(f"{key}: must be {minimum:g} or more, got {value!r}")
+    return value
+
+
+def _choice(key: str, value: object, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
+    return str(value)
+
+
+def _str_list(key: str, value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{key}: expected a list of non-empty strings")
+    return list(value)
+
+
+def _env_key(key: str, var: object) -> tuple[str | None, str | None]:
+    if var is None:
+        return None, None
+    if not isinstance(var, str) or not var:
+        raise ConfigError(f"{key}: expected the name of an environment variable")
+    value = os.environ.get(var)
+    if not value:
+        raise ConfigError(f"{key}: environment variable {var} is not set or empty; export it first")
+    return var, value
+
+
+_UPSTREAM_KEYS = {
+    "name", "base_url", "kind", "api_key_env", "models", "forward_client_auth", "retries",
+    "idle_timeout", "first_token_timeout", "request_timeout", "connect_timeout",
+    "loading_timeout", "schema_mode", "recover_tool_calls", "holdback_limit", "context_length",
+    "droppable_add", "droppable_remove", "exact_token_count",
+}  # fmt: skip
+
+
+def parse_upstream(raw: object, where: str) -> UpstreamConfig:
+    """Validate one `[[upstreams]]` table."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a table")
+    unknown = sorted(set(raw) - _UPSTREAM_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_UPSTREAM_KEYS))}"
+        )
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{where}.name: expected a non-empty name such as \"local\"")
+    up = UpstreamConfig(name=name, base_url=_check_url(f"{where}.base_url", raw.get("base_url")))
+    up.kind = _choice(f"{where}.kind", raw.get("kind", "auto"), KINDS)
+    up.api_key_env, up.api_key = _env_key(f"{where}.api_key_env", raw.get("api_key_env"))
+    if "models" in raw:
+        up.models = _str_list(f"{where}.models", raw["models"])
+    for flag in ("forward_client_auth", "recover_tool_calls", "exact_token_count"):
+        if flag in raw:
+            if not isinstance(raw[flag], bool):
+                raise ConfigError(f"{where}.{flag}: expected true or false")
+            setattr(up, flag, raw[flag])
+    if "retries" in raw:
+        up.retries = _num(f"{where}.retries", raw["retries"], integer=True)
+    for key in ("idle_timeout", "request_timeout", "connect_timeout", "loading_timeout"):
+        if key in raw:
+            setattr(up, key, float(_num(f"{where}.{key}", raw[key])))
+    if "first_token_timeout" in raw:
+        up.first_token_timeout = float(_num(f"{where}.first_token_timeout", raw["first_token_timeout"]))
+    if "holdback_limit" in raw:
+        up.holdback_limit = _num(f"{where}.holdback_limit", raw["holdback_limit"], minimum=64, integer=True)
+    up.schema_mode = _choice(f"{where}.schema_mode", raw.get("schema_mode", "auto"), SCHEMA_MODES)
+    windows = raw.get("context_length", {})
+    if not isinstance(windows, dict):
+        raise ConfigError(f"{where}.context_length: expected a table of model = window")
+    for model, window in windows.items():
+        up.context_length[model] = _num(f"{where}.context_length.{model}", window, minimum=1, integer=True)
+    for key in ("droppable_add", "droppable_remove"):
+        if key in raw:
+            setattr(up, key, _str_list(f"{where}.{key}", raw[key]))
+    return up
+
+
+def _unique_names(upstreams: list[UpstreamConfig]) -> None:
+    seen: set[str] = set()
+    for up in upstreams:
+        if up.name in seen:
+            raise ConfigError(f"upstreams: the name {up.name!r} is used twice; names must be unique")
+        seen.add(up.name)
+
+
+def _keys_from(key: str, value: object, env_var: object) -> list[str]:
+    keys = _str_list(key, value) if value is not None else []
+    if env_var is not None:
+        _, raw = _env_key(f"{key}_env", env_var)
+        keys += [k.strip() for k in (raw or "").split(",") if k.strip()]
+    return keys
+
+
+def parse_settings(data: dict[str, Any], *, base_dir: Path | None = None) -> Settings:
+    """Validate a whole config document (as TOML gives it)."""
+    allowed = {"server", "upstreams"}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ConfigError(f"unknown top-level key {unknown[0]!r}; allowed: server, upstreams")
+    server = data.get("server", {})
+    if not isinstance(server, dict):
+        raise ConfigError("server: expected a table")
+    raw_ups = data.get("upstreams")
+    if not isinstance(raw_ups, list) or not raw_ups:
+        raise ConfigError("upstreams: add at least one [[upstreams]] table with name and base_url")
+    upstreams = [parse_upstream(u, f"upstreams[{i}]") for i, u in enumerate(raw_ups)]
+    _unique_names(upstreams)
+    settings = Settings(upstreams=upstreams)
+    apply_server_table(settings, server, base_dir=base_dir)
+    return settings
+
+
+_SERVER_KEYS = {
+    "host", "port", "state_file", "client_keys", "client_keys_env", "admin_key_env",
+    "max_body_bytes", "log_level", "probe_interval", "model_label_cap",
+}  # fmt: skip
+
+
+def apply_server_table(settings: Settings, server: dict[str, Any], *, base_dir: Path | None) -> None:
+    unknown = sorted(set(server) - _SERVER_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"server: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_SERVER_KEYS))}"
+        )
+    if "host" in server:
+        if not isinstance(server["host"], str) or not server["host"]:
+            raise ConfigError("server.host: expected an address such as 127.0.0.1")
+        settings.host = server["host"]
+    if "port" in server:
+        settings.port = _num("server.port", server["port"], minimum=0, integer=True)
+        if settings.port > 65535:
+            raise ConfigError("server.port: must be 65535 or less")
+    if "state_file" in server:
+        if not isinstance(server["state_file"], str):
+            raise ConfigError("server.state_file: expected a file path")
+        path = Path(server["state_file"])
+        settings.state_file = path if path.is_absolute() or base_dir is None else base_dir / path
+    settings.client_keys = _keys_from(
+        "server.client_keys", server.get("client_keys"), server.get("client_keys_env")
+    )
+    if "admin_key_env" in server:
+        _, settings.admin_key = _env_key("server.admin_key_env", server["admin_key_env"])
+    if "max_body_bytes" in server:
+        settings.max_body_bytes = _num("server.max_body_bytes", server["max_body_bytes"], minimum=1024, integer=True)
+    if "log_level" in server:
+        settings.log_level = _choice("server.log_level", server["log_level"], LOG_LEVELS)
+    if "probe_interval" in server:
+        settings.probe_interval = float(_num("server.probe_interval", server["probe_interval"], minimum=1))
+    if "model_label_cap" in server:
+        settings.model_label_cap = _num("server.model_label_cap", server["model_label_cap"], minimum=1, integer=True)
+
+
+def load_toml(path: Path) -> Settings:
+    """Read and validate a TOML config file."""
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"--config: no such file {str(path)!r}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    return parse_settings(data, base_dir=path.parent)
+
+
+def check_security(settings: Settings) -> None:
+    """Refuse to serve beyond this machine without client keys."""
+    if not is_loopback(settings.host) and not settings.client_keys:
+        raise ConfigError(
+            f"host {settings.host!r} accepts connections from other machines, so client keys are "
+            "required: set LATCHGATE_CLIENT_KEYS (comma-separated) or server.client_keys_env in "
+            "the config file"
+        )

@@ -1,0 +1,105 @@
+"""OpenAI-shaped errors: the one way latchgate tells a client something went wrong.
+
+Every error latchgate itself produces goes through `error_body`/`error_response`, so a client's
+SDK always finds `{"error": {"message", "type", "param", "code"}}` and raises the exception class
+that fits the status. Messages say what to do next, never only what failed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+# Default `type` per status, as OpenAI uses them; the SDK maps statuses to exception classes.
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "server_error",
+    502: "upstream_error",
+    503: "service_unavailable",
+    504: "upstream_timeout",
+}
+
+
+def error_body(
+    status: int,
+    message: str,
+    *,
+    type: str | None = None,
+    param: str | None = None,
+    code: str | None = None,
+) -> dict[str, Any]:
+    """The OpenAI error object for `status`, with a type chosen from the status if not given."""
+    return {
+        "error": {
+            "message": message,
+            "type": type or _TYPES.get(status, "api_error"),
+            "param": param,
+            "code": code,
+        }
+    }
+
+
+def error_response(
+    status: int,
+    message: str,
+    *,
+    type: str | None = None,
+    param: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> web.Response:
+    """A JSON error response in OpenAI's shape."""
+    body = orjson.dumps(error_body(status, message, type=type, param=param, code=code))
+    return web.Response(
+        status=status, body=body, content_type="application/json", headers=headers
+    )
+
+
+class ProxyError(Exception):
+    """An error latchgate answers itself; carries everything `error_response` needs."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str | None = None,
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+
+    def body(self) -> dict[str, Any]:
+        return error_body(
+            self.status, self.message, type=self.type, param=self.param, code=self.code
+        )
+
+    def response(self, headers: dict[str, str] | None = None) -> web.Response:
+        return error_response(
+            self.status,
+            self.message,
+            type=self.type,
+            param=self.param,
+            code=self.code,
+            headers=headers,
+        )
+
+
+def sse_error_event(status: int, message: str, *, code: str | None = None) -> bytes:
+    """An SSE `data:` event carrying an OpenAI error, which makes the openai SDK raise mid-stream."""
+    payload = error_body(status, message, code=code)
+    return b"data: " + orjson.dumps(payload) + b"\n\n"

@@ -1,0 +1,81 @@
+"""The event seam: every decision latchgate makes about a request becomes one `Event`.
+
+A stage that changes a request or a response (a latch learned, a field dropped, a retry, a
+recovered tool call...) does not touch metrics, logs or headers itself. It records an `Event` on
+the request's `RequestEvents`; the request's owner then fans the events out to the Prometheus
+metrics, the request's structured log line and the `x-latchgate-notice` response header (or an SSE
+comment line once a stream has started). One record, three views, so they never disagree.
+
+Pure modules that have no request at hand return events (or plain notice strings) to their caller
+instead of recording them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+# Event kinds and the labels each carries. The metrics module maps them onto counters; keep the
+# two in step (tests/test_metrics.py checks every kind here has a mapping).
+REFUSAL = "refusal"  # labels: capability
+FIELD_DROPPED = "field_dropped"  # labels: field
+RETRY = "retry"  # labels: reason (connect, timeout, silent, status_429, status_5xx, loading)
+SILENT = "silent"  # labels: phase (first_token, idle)
+OVERFLOW = "overflow"  # labels: where (preflight, upstream)
+TOOL_RECOVERED = "tool_recovered"  # labels: format; count = number of calls
+ARGUMENTS = "arguments"  # labels: outcome (repaired, unparseable, truncated)
+SCHEMAS_RELAXED = "schemas_relaxed"  # no labels
+SCHEMA_FIXED = "schema_fixed"  # a contradictory bound dropped and similar; no metric of its own
+STRUCTURED_IN_WORDS = "structured_in_words"  # response_format asked for in the prompt instead
+HOLDBACK_RELEASED = "holdback_released"  # held text released past the hold-back limit
+CLIENT_DISCONNECT = "client_disconnect"  # client went away; upstream cancelled
+INFO = "info"  # anything else worth a notice
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One decision: what kind it is, the one-sentence notice, and its metric labels."""
+
+    kind: str
+    notice: str
+    labels: dict[str, str] = field(default_factory=dict)
+    count: int = 1
+    # A notice-less event (count only) carries an empty notice and is not shown to the client.
+
+
+Listener = Callable[["RequestEvents", Event], None]
+
+
+@dataclass(slots=True)
+class RequestEvents:
+    """The events of one client request, with the context every view needs to label them."""
+
+    request_id: str
+    upstream: str = ""
+    model: str = ""
+    events: list[Event] = field(default_factory=list)
+    listeners: list[Listener] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, event: Event) -> Event:
+        """Record an event and hand it to every listener at once (metrics count it live)."""
+        self.events.append(event)
+        for listener in self.listeners:
+            listener(self, event)
+        return event
+
+    def emit(
+        self, kind: str, notice: str, count: int = 1, **labels: str
+    ) -> Event:
+        """Shorthand for `add(Event(kind, notice, labels, count))`."""
+        return self.add(Event(kind, notice, dict(labels), count))
+
+    @property
+    def notices(self) -> list[str]:
+        """The notice sentences so far, in order, without empty ones or exact repeats."""
+        seen: list[str] = []
+        for event in self.events:
+            if event.notice and event.notice not in seen:
+                seen.append(event.notice)
+        return seen

@@ -1,0 +1,367 @@
+"""The agent layer: every decision the pipeline delegates, made from the feature modules.
+
+The pipeline knows how to send, relay and time out; this module decides what to send
+(negotiation and schemas), whether to send at all (sizing), what an error means (overflow,
+refusal, transient) and how to change what comes back (tool-call recovery, argument repair,
+JSON asked for in words). Each decision is recorded as an event on the request, so metrics, logs
+and notices are fed from one place. The feature modules themselves are pure; this is the glue
+that gives them the request's context (its upstream, latches and settings).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import orjson
+
+from . import events as ev
+from .errors import ProxyError
+from .negotiate import DEFAULT_DROPPABLE, build_body, classify, client_wants_usage
+from .overflow import is_overflow, overflow_message
+from .pipeline import Decision, Job, StreamProcessor, upstream_error_body
+from .retry import RetryPolicy, Transient, classify_status, next_wait
+from .schemas import SchemaContradiction, apply_to_request, find_contradictions
+from .sizing import Calibration, estimate_chars, overflow_body, preflight, reply_ceiling
+from .structured import extract_json
+from .toolcalls import process_response
+from .toolstream import StreamToolProcessor
+from .windows import WindowDiscovery
+
+if TYPE_CHECKING:
+    from .app import Proxy
+    from .upstream import Upstream
+
+# Negotiation resends per client request, at most: each latches something new, so this is only a
+# guard against a server that keeps refusing in ever new words.
+MAX_RESENDS = 12
+_FAILURE_STATUS = {"connect": 502, "timeout": 504, "silent": 504}
+
+
+class AgentLayer:
+    """Implements `pipeline.Layer` for a running proxy."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+        self.calibration = Calibration()
+        self._windows: dict[str, WindowDiscovery] = {}
+        self._droppable: dict[str, frozenset[str]] = {}
+
+    # -- per-upstream helpers ---------------------------------------------------------------
+    def droppable(self, up: Upstream) -> frozenset[str]:
+        if up.name not in self._droppable:
+            cfg = up.config
+            self._droppable[up.name] = (
+                DEFAULT_DROPPABLE | frozenset(cfg.droppable_add)
+            ) - frozenset(cfg.droppable_remove)
+        return self._droppable[up.name]
+
+    def schema_mode(self, up: Upstream) -> str:
+        mode = up.config.schema_mode
+        if mode != "auto":
+            return mode
+        return "sanitise" if up.is_local else "passthrough"
+
+    def windows(self, up: Upstream) -> WindowDiscovery:
+        found = self._windows.get(up.name)
+        if found is None:
+
+            async def fetch(method: str, path: str, body: object | None) -> tuple[int, Any]:
+                url = up.root + path
+                if method == "GET":
+                    return await up.get_json(url)
+                return await up.post_json(url, body)
+
+            found = WindowDiscovery(fetch, up.kind, up.config.context_length)
+            self._windows[up.name] = found
+        return found
+
+    def known_windows(self) -> dict[tuple[str, str], int]:
+        return {
+            (name, model): window
+            for name, disc in self._windows.items()
+            for model, window in disc.known().items()
+        }
+
+    # -- before sending ---------------------------------------------------------------------
+    async def preflight(self, job: Job) -> ProxyError | None:
+        if job.route != "chat":
+            return None
+        up = job.upstream
+        await up.detect_kind()
+        if self.schema_mode(up) == "passthrough":
+            problem = _contradiction(job.body)
+            if problem is not None:
+                return problem
+        chars = estimate_chars(job.body.get("messages"), job.body.get("tools"))
+        job.state["chars"] = chars
+        try:
+            window = await self.windows(up).window(job.events.model)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            window = None  # the probe failed: it is asked again next time; no check this time
+        if window is None:
+            return None
+        tokens = self.calibration.tokens((up.endpoint_id, job.events.model), chars)
+        message = preflight(tokens, reply_ceiling(job.body), window)
+        if message is None:
+            return None
+        job.events.emit(ev.OVERFLOW, "", where="preflight")
+        body = overflow_body(message)["error"]
+        return ProxyError(400, body["message"], type=body["type"], param=body["param"],
+                          code=body["code"])
+
+    def prepare(self, job: Job) -> tuple[dict[str, Any], bytes]:
+        if job.route != "chat":
+            return job.body, job.raw
+        up, model = job.upstream, job.events.model
+        store = self.proxy.store
+        job.state["generation"] = store.generation
+        endpoint, latches = store.view(up.endpoint_id, model)
+        built = build_body(job.body, endpoint, latches, droppable=self.droppable(up))
+        for name in built.dropped:
+            if name not in job.dropped:
+                job.dropped.append(name)
+                job.events.emit(ev.FIELD_DROPPED, f"Removed '{name}': {up.name} refuses it for "
+                                f"{model}.", field=name)
+        for notice in built.notices:
+            job.events.emit(ev.INFO, notice)
+        if built.structured_in_words and not job.state.get("in_words"):
+            job.state["in_words"] = True
+            job.events.emit(ev.STRUCTURED_IN_WORDS, f"{model} on {up.name} takes no "
+                            "response_format; the JSON schema was asked for in the system prompt.")
+        result = apply_to_request(built.body, mode=self.schema_mode(up),
+                                  relaxed=not endpoint.strict_schemas)
+        if result.relaxed and not job.state.get("relaxed"):
+            job.state["relaxed"] = True
+            job.events.emit(ev.SCHEMAS_RELAXED, f"Schemas sent relaxed (no pattern or format) "
+                            f"because {up.name} cannot build a grammar from them.")
+        for notice in result.notices:
+            job.events.emit(ev.SCHEMA_FIXED, notice)
+        body = result.body
+        if body is job.body:
+            return body, job.raw
+        return body, orjson.dumps(body)
+
+    # -- after an error ---------------------------------------------------------------------
+    def on_error(self, job: Job, status: int, headers: Any, raw: bytes) -> Decision:
+        if job.route == "chat":
+            decision = self._chat_error(job, status, raw)
+            if decision is not None:
+                return decision
+        transient = classify_status(status, headers, raw)
+        if transient is not None:
+            decision = self._retry(job, transient)
+            if decision is not None:
+                return decision
+        return Decision.give(status, upstream_error_body(status, raw))
+
+    def _chat_error(self, job: Job, status: int, raw: bytes) -> Decision | None:
+        up, model = job.upstream, job.events.model
+        if is_overflow(status, raw):
+            job.events.emit(ev.OVERFLOW, "", where="upstream")
+            return Decision.give(400, overflow_body(overflow_message(raw)))
+        resends = job.state.get("resends", 0)
+        if resends >= MAX_RESENDS:
+            return None
+        refusal = classify(status, raw, job.sent or job.body, droppable=self.droppable(up))
+        if refusal is not None and self.proxy.store.learn(
+            up.endpoint_id, model, refusal, upstream=up.name
+        ):
+            job.state["resends"] = resends + 1
+            job.state["latched"] = True
+            job.events.emit(ev.REFUSAL, refusal.notice(model, up.name),
+                            capability=refusal.capability)
+            self.proxy.refresh_latch_gauge()
+            return Decision("resend", reason="latched")
+        if refusal is not None and self.proxy.store.generation != job.state.get("generation"):
+            # Another request learned this refusal while ours was in flight: send again, once.
+            job.state["resends"] = resends + 1
+            return Decision("resend", reason="lost race")
+        if refusal is not None:
+            return Decision.give(status, upstream_error_body(status, raw))
+        return None
+
+    def on_failure(self, job: Job, reason: str, detail: str) -> Decision:
+        decision = self._retry(job, Transient(reason))
+        if decision is not None:
+            return decision
+        status = _FAILURE_STATUS.get(reason, 502)
+        what = {
+            "connect": "could not be reached or broke the connection",
+            "timeout": "did not answer in time",
+            "silent": "went silent before the first token",
+        }.get(reason, "failed")
+        return Decision.give(status, {"error": {
+            "message": f"The upstream {job.upstream.name} {what} ({detail}) after "
+                       f"{job.attempts} attempt(s). Check that the server is up, or raise its "
+                       "timeouts or retry budget.",
+            "type": "upstream_error", "param": None,
+            "code": "upstream_timeout" if status == 504 else "upstream_unreachable"}})
+
+    def _retry(self, job: Job, transient: Transient) -> Decision | None:
+        if job.content_started:
+            return None  # never resend once anything reached the client
+        cfg = job.upstream.config
+        policy = RetryPolicy(budget=cfg.retries, loading_timeout=cfg.loading_timeout)
+        waited = job.state.get("loading_waited", 0.0)
+        wait = next_wait(policy, job.retries, transient, loading_waited=waited)
+        if wait is None:
+            return None
+        if transient.reason == "loading":
+            job.state["loading_waited"] = waited + wait
+            if not waited:
+                job.events.emit(ev.RETRY, f"{job.upstream.name} is loading the model; waiting "
+                                f"up to {cfg.loading_timeout:g} s.", reason="loading")
+        else:
+            job.retries += 1
+            job.events.emit(ev.RETRY, f"Retry {job.retries} of {cfg.retries} on "
+                            f"{job.upstream.name} after {transient.reason} "
+                            f"(waiting {wait:.2f} s).", reason=transient.reason)
+        return Decision("retry", wait=wait, reason=transient.reason)
+
+    # -- on the way back --------------------------------------------------------------------
+    def on_usage(self, job: Job, usage: dict[str, Any]) -> None:
+        prompt = usage.get("prompt_tokens")
+        chars = job.state.get("chars")
+        if isinstance(prompt, int) and prompt > 0 and chars:
+            self.calibration.observe((job.upstream.endpoint_id, job.events.model), chars, prompt)
+
+    def forward_usage(self, job: Job) -> bool:
+        return client_wants_usage(job.body)
+
+    def _tools(self, job: Job) -> list[dict[str, Any]] | None:
+        tools = job.body.get("tools")
+        return tools if isinstance(tools, list) and tools else None
+
+    def whole(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | None:
+        changed: dict[str, Any] | None = None
+        if job.state.get("in_words"):
+            changed = _json_from_words(body)
+        new, events = process_response(changed or body, self._tools(job),
+                                       recover=job.upstream.config.recover_tool_calls)
+        for event in events:
+            job.events.add(event)
+        return new if new is not None else changed
+
+    def stream_processor(self, job: Job) -> StreamProcessor | None:
+        tools = self._tools(job)
+        if tools is not None:
+            cfg = job.upstream.config
+            return _Events(StreamToolProcessor(tools, recover=cfg.recover_tool_calls,
+                                               holdback_limit=cfg.holdback_limit), job)
+        if job.state.get("in_words"):
+            return JsonInWordsStream()
+        return None
+
+
+class _Events:
+    """Wraps a stream processor so the events it records land on the request as they happen."""
+
+    def __init__(self, inner: StreamToolProcessor, job: Job) -> None:
+        self.inner = inner
+        self.job = job
+        self._seen = 0
+
+    @property
+    def content_started(self) -> bool:
+        return self.inner.content_started
+
+    def _drain(self) -> None:
+        for event in self.inner.events[self._seen:]:
+            self.job.events.add(event)
+        self._seen = len(self.inner.events)
+
+    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        out = self.inner.feed(chunk)
+        self._drain()
+        return out
+
+    def finish(self) -> list[dict[str, Any]]:
+        out = self.inner.finish()
+        self._drain()
+        return out
+
+
+class JsonInWordsStream:
+    """Holds a streamed reply's content and sends it once, as the JSON extracted from it.
+
+    Used when `response_format` was asked for in words (section 9): the client asked for JSON
+    and must get a content string that parses, which cannot be judged before the reply is whole.
+    """
+
+    def __init__(self) -> None:
+        self.content_started = False
+        self._text: list[str] = []
+        self._last: dict[str, Any] | None = None
+        self._finish: str | None = None
+
+    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return [chunk]
+        self._last = chunk
+        out: list[dict[str, Any]] = []
+        for choice in choices:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                self._text.append(delta["content"])
+            if isinstance(choice, dict) and choice.get("finish_reason"):
+                self._finish = choice["finish_reason"]
+            rest = {k: v for k, v in (delta or {}).items() if k != "content"}
+            if rest.get("role") and not self.content_started:
+                out.append({**chunk, "choices": [{"index": 0, "delta": rest, "finish_reason": None}]})
+        return out
+
+    def finish(self) -> list[dict[str, Any]]:
+        if self._last is None:
+            return []
+        text = "".join(self._text)
+        content = extract_json(text) or text
+        self.content_started = True
+        base = {k: v for k, v in self._last.items() if k not in ("choices", "usage")}
+        return [
+            {**base, "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}]},
+            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": self._finish or "stop"}]},
+        ]
+
+
+def _json_from_words(body: dict[str, Any]) -> dict[str, Any] | None:
+    choices = body.get("choices")
+    if not isinstance(choices, list):
+        return None
+    new_choices = []
+    changed = False
+    for choice in choices:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            extracted = extract_json(content)
+            if extracted is not None and extracted != content:
+                choice = {**choice, "message": {**message, "content": extracted}}
+                changed = True
+        new_choices.append(choice)
+    return {**body, "choices": new_choices} if changed else None
+
+
+def _contradiction(body: dict[str, Any]) -> ProxyError | None:
+    """In passthrough mode, min > max bounds are refused here rather than sent to a grammar."""
+    tools = body.get("tools")
+    for tool in tools if isinstance(tools, list) else []:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict):
+            continue
+        found = find_contradictions(fn.get("parameters"))
+        if found:
+            path, keyword = found[0]
+            return ProxyError(
+                400,
+                f"Tool {fn.get('name')!r} has an impossible schema: '{keyword}' at {path or '/'} "
+                "contradicts its counterpart (the minimum is above the maximum). Fix the bound; "
+                "no value can satisfy it.",
+                param="tools", code="invalid_tool_schema",
+            )
+    return None
+
+
+__all__ = ["AgentLayer", "JsonInWordsStream", "SchemaContradiction"]

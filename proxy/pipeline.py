@@ -1,0 +1,525 @@
+"""The request path for one client request: send, resend or retry, then relay whole or streamed.
+
+This module owns the mechanics every feature shares: the attempt loop, timeouts and the idle
+watchdog, relaying SSE events as they arrive, ending a broken stream with an error the SDK raises,
+cancelling the upstream when the client leaves, and the one rule that matters most: once any
+content has reached the client, nothing is ever resent. What to send, how to read an error and how
+to change a response are decisions of the agent layer (`proxy.layer`), passed in as `Layer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from . import events as ev
+from .errors import ProxyError, error_body, sse_error_event
+from .sse import DONE, SSEParser, comment, frame
+from .upstream import Upstream, forwardable_headers
+
+if TYPE_CHECKING:
+    from .events import RequestEvents
+
+MAX_ERROR_BODY = 1024 * 1024  # an upstream error body larger than this is cut (it is prose)
+NOTICE_HEADER = "x-latchgate-notice"
+DROPPED_HEADER = "x-latchgate-dropped-fields"
+REQUEST_ID_HEADER = "x-latchgate-request-id"
+
+
+@dataclass(slots=True)
+class Decision:
+    """What to do about an upstream error or a failed attempt."""
+
+    action: str  # "resend" (latched, rebuild now), "retry" (after wait), "return" (to client)
+    wait: float = 0.0
+    status: int = 502
+    body: bytes = b""
+    reason: str = ""
+
+    @staticmethod
+    def give(status: int, body: bytes | dict[str, Any]) -> Decision:
+        raw = body if isinstance(body, bytes) else orjson.dumps(body)
+        return Decision("return", status=status, body=raw)
+
+
+@dataclass(slots=True)
+class Job:
+    """One client request on its way through the pipeline."""
+
+    upstream: Upstream
+    route: str  # "chat", "completions", "embeddings"
+    path: str  # upstream path relative to the base URL
+    raw: bytes  # the client's body as received
+    body: dict[str, Any]  # the client's body, parsed; never mutated
+    stream: bool
+    events: RequestEvents
+    client_auth: str | None = None
+    started: float = field(default_factory=time.perf_counter)
+    upstream_wait: float = 0.0
+    attempts: int = 0
+    retries: int = 0
+    sent: dict[str, Any] | None = None  # the body of the last attempt
+    content_started: bool = False
+    first_token_at: float | None = None
+    usage: dict[str, Any] | None = None
+    dropped: list[str] = field(default_factory=list)
+    upstream_headers: dict[str, str] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)  # per-request scratch for the layer
+    status: int = 0
+
+
+class StreamProcessor(Protocol):
+    """Turns each upstream chunk into the chunks the client should get (see proxy.toolstream)."""
+
+    content_started: bool
+
+    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]: ...
+
+    def finish(self) -> list[dict[str, Any]]: ...
+
+
+class Layer(Protocol):
+    """The agent layer: every decision the pipeline delegates."""
+
+    async def preflight(self, job: Job) -> ProxyError | None: ...
+
+    def prepare(self, job: Job) -> tuple[dict[str, Any], bytes]: ...
+
+    def on_error(self, job: Job, status: int, headers: Any, raw: bytes) -> Decision: ...
+
+    def on_failure(self, job: Job, reason: str, detail: str) -> Decision: ...
+
+    def whole(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | None: ...
+
+    def stream_processor(self, job: Job) -> StreamProcessor | None: ...
+
+    def on_usage(self, job: Job, usage: dict[str, Any]) -> None: ...
+
+    def forward_usage(self, job: Job) -> bool: ...
+
+
+class _Retry(Exception):
+    """Raised inside an attempt to start the next one (the decision holds the wait)."""
+
+    def __init__(self, decision: Decision) -> None:
+        super().__init__(decision.reason)
+        self.decision = decision
+
+
+def new_request_id(given: str | None) -> str:
+    """The client's own request id when it is a sane token, else a fresh one."""
+    if given and len(given) <= 128 and all(c.isalnum() or c in "-_.:" for c in given):
+        return given
+    return "lg-" + uuid.uuid4().hex
+
+
+def _header_safe(text: str) -> str:
+    """A header value: one line, ASCII (non-ASCII escaped, since headers are Latin-1 on the wire)."""
+    flat = " ".join(text.split())
+    return flat.encode("ascii", "backslashreplace").decode("ascii")[:1000]
+
+
+def response_headers(job: Job) -> list[tuple[str, str]]:
+    """Headers latchgate adds to a response: request id, notices, dropped fields, the upstream's."""
+    out = list(job.upstream_headers.items())
+    out.append((REQUEST_ID_HEADER, job.events.request_id))
+    out.extend((NOTICE_HEADER, _header_safe(n)) for n in job.events.notices)
+    if job.dropped:
+        out.append((DROPPED_HEADER, ", ".join(job.dropped)))
+    return out
+
+
+def _apply_headers(resp: web.StreamResponse, headers: list[tuple[str, str]]) -> None:
+    for name, value in headers:
+        if name == NOTICE_HEADER:
+            resp.headers.add(name, value)
+        else:
+            resp.headers[name] = value
+
+
+def json_response(job: Job, status: int, body: bytes) -> web.Response:
+    resp = web.Response(status=status, body=body, content_type="application/json")
+    _apply_headers(resp, response_headers(job))
+    return resp
+
+
+def upstream_error_body(status: int, raw: bytes) -> bytes:
+    """The upstream's error as an OpenAI error object: kept as it is when it already is one."""
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+        return raw
+    message = _error_message(parsed, raw) or f"The upstream answered HTTP {status} with no message."
+    return orjson.dumps(error_body(status, message, type=None, code=str(status)))
+
+
+def _error_message(parsed: Any, raw: bytes) -> str:
+    if isinstance(parsed, dict):
+        for key in ("error", "message", "detail"):
+            value = parsed.get(key)
+            if isinstance(value, str) and value:
+                return value
+        if isinstance(parsed.get("message"), dict | list):
+            return orjson.dumps(parsed["message"]).decode()
+    if isinstance(parsed, list) and parsed:
+        first = parsed[0]
+        if isinstance(first, dict) and isinstance(first.get("error"), dict):
+            return str(first["error"].get("message", ""))
+    return raw[:2000].decode("utf-8", "replace").strip()
+
+
+class Pipeline:
+    """Runs jobs: the attempt loop and the relays."""
+
+    def __init__(self, layer: Layer, on_attempt: Callable[[Job, str], None] | None = None) -> None:
+        self.layer = layer
+        self.on_attempt = on_attempt or (lambda job, status: None)
+
+    async def run(self, request: web.Request, job: Job) -> web.StreamResponse:
+        """Answer one client request; always returns a response (or a finished stream)."""
+        problem = await self.layer.preflight(job)
+        if problem is not None:
+            job.status = problem.status
+            return json_response(job, problem.status, orjson.dumps(problem.body()))
+        client: web.StreamResponse | None = None
+        while True:
+            try:
+                if job.stream:
+                    client = await self._stream_attempt(request, job, client)
+                    return client
+                return await self._whole_attempt(job)
+            except _Retry as retry:
+                decision = retry.decision
+            if decision.action == "return":
+                return await self._give(request, job, client, decision)
+            if decision.wait > 0:
+                await asyncio.sleep(decision.wait)
+
+    async def _give(
+        self, request: web.Request, job: Job, client: web.StreamResponse | None, d: Decision
+    ) -> web.StreamResponse:
+        job.status = d.status
+        if client is None or not client.prepared:
+            return json_response(job, d.status, d.body)
+        # The stream's headers went out already: the error goes as an SSE event instead.
+        await client.write(b"data: " + d.body + b"\n\n")
+        await client.write_eof()
+        return client
+
+    async def _open(self, job: Job) -> aiohttp.ClientResponse:
+        sent, payload = self.layer.prepare(job)
+        job.sent = sent
+        job.attempts += 1
+        t0 = time.perf_counter()
+        try:
+            resp = await job.upstream.open(job.path, payload, client_auth=job.client_auth)
+        except (aiohttp.ClientConnectionError, OSError) as exc:
+            self.on_attempt(job, "error")
+            raise _Retry(self.layer.on_failure(job, "connect", f"{type(exc).__name__}: {exc}")) from None
+        finally:
+            job.upstream_wait += time.perf_counter() - t0
+        self.on_attempt(job, str(resp.status))
+        job.upstream_headers = forwardable_headers(resp.headers)
+        return resp
+
+    async def _check_status(self, job: Job, resp: aiohttp.ClientResponse) -> None:
+        if resp.status < 400:
+            return
+        t0 = time.perf_counter()
+        try:
+            raw = await resp.content.read(MAX_ERROR_BODY)
+        except (aiohttp.ClientError, OSError):
+            raw = b""
+        finally:
+            job.upstream_wait += time.perf_counter() - t0
+            resp.close()
+        decision = self.layer.on_error(job, resp.status, resp.headers, raw)
+        raise _Retry(decision)
+
+    async def _whole_attempt(self, job: Job) -> web.StreamResponse:
+        limit = job.upstream.config.request_timeout
+        try:
+            async with asyncio.timeout(limit if limit > 0 else None):
+                resp = await self._open(job)
+                await self._check_status(job, resp)
+                t0 = time.perf_counter()
+                try:
+                    raw = await resp.read()
+                finally:
+                    job.upstream_wait += time.perf_counter() - t0
+                    resp.release()
+        except TimeoutError:
+            raise _Retry(
+                self.layer.on_failure(job, "timeout", f"no complete answer within {limit:g} s")
+            ) from None
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            raise _Retry(self.layer.on_failure(job, "connect", f"{type(exc).__name__}: {exc}")) from None
+        ctype = resp.headers.get("Content-Type", "application/json")
+        job.status = resp.status
+        if job.route == "chat" and "json" in ctype:
+            try:
+                parsed = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                parsed = None
+            if isinstance(parsed, dict):
+                if isinstance(parsed.get("usage"), dict):
+                    job.usage = parsed["usage"]
+                    self.layer.on_usage(job, parsed["usage"])
+                changed = self.layer.whole(job, parsed)
+                if changed is not None:
+                    raw = orjson.dumps(changed)
+        out = web.Response(status=resp.status, body=raw)
+        out.headers["Content-Type"] = ctype
+        _apply_headers(out, response_headers(job))
+        return out
+
+    async def _prepare_client(self, request: web.Request, job: Job) -> web.StreamResponse:
+        client = web.StreamResponse(status=200)
+        client.headers["Content-Type"] = "text/event-stream; charset=utf-8"
+        client.headers["Cache-Control"] = "no-cache"
+        client.headers["X-Accel-Buffering"] = "no"
+        _apply_headers(client, response_headers(job))
+        await client.prepare(request)
+        job.state["notices_sent"] = len(job.events.notices)
+        return client
+
+    async def _stream_attempt(
+        self, request: web.Request, job: Job, client: web.StreamResponse | None
+    ) -> web.StreamResponse:
+        cfg = job.upstream.config
+        loop = asyncio.get_running_loop()
+        first = cfg.effective_first_token_timeout
+        idle = cfg.idle_timeout
+        processor = self.layer.stream_processor(job)
+        forward_usage = self.layer.forward_usage(job)
+        parser = SSEParser()
+        finished = done = False
+        resp: aiohttp.ClientResponse | None = None
+        watchdog = asyncio.timeout_at(loop.time() + first if first > 0 else None)
+        try:
+            async with watchdog:
+                resp = await self._open(job)
+                await self._check_status(job, resp)
+                content = resp.content
+                while not done:
+                    t0 = time.perf_counter()
+                    chunk = await content.readany()
+                    job.upstream_wait += time.perf_counter() - t0
+                    if not chunk:
+                        break
+                    for event in parser.feed(chunk):
+                        if event.data is None:
+                            continue  # comments and bare event names carry nothing to relay
+                        if event.data == DONE:
+                            done = True
+                            break
+                        out, fin = self._translate(job, event.data, processor, forward_usage)
+                        finished = finished or fin
+                        if out:
+                            if client is None:
+                                client = await self._prepare_client(request, job)
+                            await client.write(self._with_notices(job, out))
+                        if job.content_started:
+                            watchdog.reschedule(loop.time() + idle if idle > 0 else None)
+                if not done:
+                    for event in parser.close():
+                        if event.data == DONE:
+                            done = True
+        except TimeoutError:
+            if not watchdog.expired():
+                raise
+            phase = "idle" if job.content_started else "first_token"
+            limit = idle if job.content_started else first
+            job.events.emit(
+                ev.SILENT,
+                f"{job.upstream.name} sent nothing for {limit:g} s "
+                f"({'mid-stream' if job.content_started else 'before the first token'}).",
+                phase=phase,
+            )
+            if resp is not None:
+                resp.close()
+            if not job.content_started:
+                raise _Retry(self.layer.on_failure(job, "silent", f"silent for {limit:g} s")) from None
+            return await self._end_with_error(
+                request, job, client, 504,
+                f"The upstream {job.upstream.name} went silent for {limit:g} s mid-stream; the "
+                "answer is incomplete. Retry the request, or raise idle_timeout for this upstream.",
+                "upstream_timeout",
+            )
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            if resp is not None:
+                resp.close()
+            if not job.content_started:
+                raise _Retry(
+                    self.layer.on_failure(job, "connect", f"{type(exc).__name__}: {exc}")
+                ) from None
+            return await self._end_with_error(
+                request, job, client, 502,
+                f"The connection to upstream {job.upstream.name} broke mid-stream "
+                f"({type(exc).__name__}); the answer is incomplete. Retry the request.",
+                "upstream_disconnected",
+            )
+        except asyncio.CancelledError:
+            if resp is not None:
+                resp.close()
+            job.events.emit(ev.CLIENT_DISCONNECT, "", upstream=job.upstream.name)
+            job.status = 499
+            raise
+        if resp is not None:
+            resp.release()
+        if processor is not None:
+            tail = [orjson.dumps(c) for c in processor.finish()]
+            tail_bytes = b"".join(frame(c) for c in tail)
+            if tail_bytes:
+                if client is None:
+                    client = await self._prepare_client(request, job)
+                await client.write(self._with_notices(job, tail_bytes))
+        if not done and not finished:
+            if not job.content_started:
+                raise _Retry(
+                    self.layer.on_failure(job, "connect", "the stream ended before any answer")
+                )
+            return await self._end_with_error(
+                request, job, client, 502,
+                f"The upstream {job.upstream.name} ended the stream without finishing the answer "
+                "(no finish reason, no [DONE]); the answer is incomplete. Retry the request.",
+                "upstream_incomplete",
+            )
+        if client is None:
+            client = await self._prepare_client(request, job)
+        await client.write(self._with_notices(job, b"data: [DONE]\n\n"))
+        await client.write_eof()
+        job.status = 200
+        return client
+
+    def _with_notices(self, job: Job, data: bytes) -> bytes:
+        """Prefix SSE comment lines for notices that arose after the headers went out."""
+        notices = job.events.notices
+        sent = job.state.get("notices_sent", 0)
+        if len(notices) <= sent:
+            return data
+        job.state["notices_sent"] = len(notices)
+        return b"".join(comment(n) for n in notices[sent:]) + data
+
+    def _translate(
+        self,
+        job: Job,
+        data: bytes,
+        processor: StreamProcessor | None,
+        forward_usage: bool,
+    ) -> tuple[bytes, bool]:
+        """One upstream data event -> the bytes for the client, and whether it finished a choice."""
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return frame(data), False  # not JSON: relay as it came, the client decides
+        if not isinstance(chunk, dict):
+            return frame(data), False
+        if "error" in chunk and "choices" not in chunk:
+            # The upstream reported an error mid-stream; relayed, the SDK raises it.
+            return frame(data), True
+        finished = False
+        choices = chunk.get("choices")
+        if isinstance(choices, list):
+            for choice in choices:
+                if isinstance(choice, dict):
+                    if choice.get("finish_reason"):
+                        finished = True
+                    if not job.content_started and _has_content(choice.get("delta")):
+                        job.content_started = True
+                        job.first_token_at = time.perf_counter()
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            job.usage = usage
+            self.layer.on_usage(job, usage)
+        outs = [chunk] if processor is None else processor.feed(chunk)
+        if processor is not None and processor.content_started and not job.content_started:
+            job.content_started = True
+            job.first_token_at = time.perf_counter()
+        parts: list[bytes] = []
+        for out in outs:
+            if out.get("usage") is not None and not forward_usage:
+                if not out.get("choices"):
+                    continue  # a usage-only chunk the client did not ask for
+                out = {k: v for k, v in out.items() if k != "usage"}
+            parts.append(frame(data) if out is chunk else frame(orjson.dumps(out)))
+        return b"".join(parts), finished
+
+    async def _end_with_error(
+        self,
+        request: web.Request,
+        job: Job,
+        client: web.StreamResponse | None,
+        status: int,
+        message: str,
+        code: str,
+    ) -> web.StreamResponse:
+        job.status = status
+        if client is None:
+            client = await self._prepare_client(request, job)
+        await client.write(self._with_notices(job, sse_error_event(status, message, code=code)))
+        await client.write_eof()
+        return client
+
+    async def relay_raw(self, request: web.Request, job: Job) -> web.StreamResponse:
+        """Forward a request as it is (completions, embeddings): bytes in, bytes out."""
+        while True:
+            try:
+                return await self._raw_attempt(request, job)
+            except _Retry as retry:
+                decision = retry.decision
+            if decision.action == "return":
+                return await self._give(request, job, None, decision)
+            if decision.wait > 0:
+                await asyncio.sleep(decision.wait)
+
+    async def _raw_attempt(self, request: web.Request, job: Job) -> web.StreamResponse:
+        resp = await self._open(job)
+        await self._check_status(job, resp)
+        client = web.StreamResponse(status=resp.status)
+        client.headers["Content-Type"] = resp.headers.get("Content-Type", "application/json")
+        _apply_headers(client, response_headers(job))
+        try:
+            await client.prepare(request)
+            async for chunk in resp.content.iter_any():
+                await client.write(chunk)
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
+            resp.close()
+            if "event-stream" in client.headers.get("Content-Type", ""):
+                await client.write(
+                    sse_error_event(502, "The upstream connection broke mid-stream; retry.")
+                )
+            job.status = 502
+            await client.write_eof()
+            return client
+        except asyncio.CancelledError:
+            resp.close()
+            job.events.emit(ev.CLIENT_DISCONNECT, "", upstream=job.upstream.name)
+            job.status = 499
+            raise
+        resp.release()
+        job.status = resp.status
+        await client.write_eof()
+        return client
+
+
+def _has_content(delta: Any) -> bool:
+    if not isinstance(delta, dict):
+        return False
+    return bool(
+        delta.get("content")
+        or delta.get("reasoning_content")
+        or delta.get("reasoning")
+        or delta.get("tool_calls")
+        or delta.get("refusal")
+    )

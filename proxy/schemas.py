@@ -1,0 +1,777 @@
+"""Tool and response schemas that every grammar-building server can compile.
+
+Local servers (llama.cpp, Ollama, vLLM, LM Studio) turn a tool's JSON schema into a grammar, and
+real agent schemas break them: lookaround patterns, `$ref` with siblings, type lists, nullable
+unions, root `anyOf`, external refs, empty enums, and contradictory bounds that once drove
+llama-server's grammar builder to 24 GB and an OOM kill. This module rewrites a schema into the
+plain subset they all accept (BEHAVIOUR.md 3.2, `sanitise`), strips `pattern` and `format` once an
+endpoint has shown it cannot honour them (3.3, `relax`), and applies the right form to a request
+body (`apply_to_request`).
+
+Everything here is pure. Results are cached per distinct schema (an agent sends the same 40 tools
+on every turn). Cached schemas are shared between requests: callers must treat every schema this
+module returns as read-only (serialise it, never mutate it). We do not deep-freeze them because
+orjson cannot serialise `MappingProxyType` and freezing would cost more than the sanitising saves.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+from urllib.parse import unquote
+
+import orjson
+
+KNOWN_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
+# Keywords whose value is one schema, a name->schema map, or a list of schemas.
+_SINGLE = (
+    "items", "additionalProperties", "contains", "if", "then", "else", "propertyNames",
+    "unevaluatedItems", "unevaluatedProperties", "contentSchema",
+)
+_MAPS = ("properties", "patternProperties", "dependentSchemas")
+_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_DEFS = ("$defs", "definitions")
+_UNIONS = ("anyOf", "oneOf")
+# Keyword pairs whose lower bound above the upper bound makes the schema unsatisfiable.
+BOUND_PAIRS = (
+    ("minItems", "maxItems"),
+    ("minLength", "maxLength"),
+    ("minimum", "maximum"),
+    ("minProperties", "maxProperties"),
+)
+_COUNTS = frozenset({
+    "minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties",
+    "minContains", "maxContains",
+})
+_NUMBERS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+_NUMERIC_KW = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+# Which keywords follow a type into its own branch when a type list is split into `anyOf`.
+_TYPE_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "string": ("minLength", "maxLength", "pattern", "format", "contentEncoding",
+               "contentMediaType", "contentSchema"),
+    "number": _NUMERIC_KW,
+    "integer": _NUMERIC_KW,
+    "array": ("items", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains",
+              "minContains", "maxContains", "unevaluatedItems"),
+    "object": ("properties", "required", "additionalProperties", "patternProperties",
+               "minProperties", "maxProperties", "propertyNames", "dependentRequired",
+               "dependentSchemas", "dependencies", "unevaluatedProperties"),
+}
+_ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$comment"})
+_ROOT_DROPPED = ("allOf", "anyOf", "oneOf", "enum", "not", "nullable")
+# `(?=`, `(?!`, `(?<=`, `(?<!` not escaped by a backslash.
+_LOOKAROUND = re.compile(r"(?<!\\)(?:\\\\)*\(\?<?[=!]")
+
+
+class SchemaContradiction(ValueError):
+    """A schema sent in passthrough mode has a lower bound above its upper bound."""
+
+    def __init__(self, tool: str, keyword: str, path: str, message: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.keyword = keyword
+        self.path = path
+
+
+@dataclass
+class SchemaResult:
+    """What `apply_to_request` did to a body."""
+
+    body: dict[str, Any]  # the very object given when nothing changed
+    changed: bool
+    relaxed: bool  # relaxing removed at least one pattern/format from the outgoing body
+    notices: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One contradictory bound pair: where it is and the two values."""
+
+    path: str
+    keyword: str
+    value: float
+    upper: str
+    upper_value: float
+
+
+def _empty() -> dict[str, Any]:
+    return {"type": "object", "properties": {}}
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _pointer_tokens(ref: str) -> list[str] | None:
+    """The decoded tokens of a local JSON-pointer ref (`#/a/b`), or None if it is not one."""
+    if ref == "#":
+        return []
+    if not ref.startswith("#/"):
+        return None
+    return [unquote(t).replace("~1", "/").replace("~0", "~") for t in ref[2:].split("/")]
+
+
+def _resolve(doc: object, tokens: list[str]) -> object | None:
+    node = doc
+    for token in tokens:
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return None
+    return node
+
+
+def pattern_ok(pattern: object) -> bool:
+    """A pattern grammar builders can take: a string, no lookaround, a regex that compiles."""
+    if not isinstance(pattern, str) or _LOOKAROUND.search(pattern):
+        return False
+    # Python's re is stricter than ECMA-262 about a few escapes (`\p{L}`, `(?<name>`); those are
+    # exactly the constructs llama.cpp's converter cannot handle either, so dropping them is safe.
+    try:
+        re.compile(pattern)
+    except re.error:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- sanitise
+
+
+@dataclass
+class _Sanitiser:
+    """One sanitising pass over one document; collects the bounds it dropped."""
+
+    doc: dict[str, Any]
+    strict_safe: bool
+    dropped: list[Bound] = field(default_factory=list)
+    inlining: tuple[str, ...] = ()
+
+    # ---- refs
+
+    def _def_target(self, tokens: list[str]) -> object | None:
+        container = self.doc.get(tokens[0])
+        if not isinstance(container, dict):
+            return None
+        return container.get(tokens[1])
+
+    def _def_ref_ok(self, ref: str) -> bool:
+        """True when a `#/$defs/X` ref reaches a schema (not missing, not a pure ref cycle)."""
+        seen = {ref}
+        current = ref
+        while True:
+            tokens = _pointer_tokens(current)
+            if tokens is None or len(tokens) != 2 or tokens[0] not in _DEFS:
+                return True  # leaves the defs: sanitising that target handles it on its own
+            target = self._def_target(tokens)
+            if target is None:
+                return current != ref  # the first hop must exist; later misses become {}
+            if not (isinstance(target, dict) and isinstance(target.get("$ref"), str)):
+                return True
+            current = target["$ref"]
+            if current in seen:
+                return False
+            seen.add(current)
+
+    def ref(self, ref: object, path: str) -> dict[str, Any]:
+        """A `$ref` node: kept when it names a definition, inlined when it points elsewhere."""
+        tokens = _pointer_tokens(ref) if isinstance(ref, str) else None
+        if tokens is None:  # external, anchor or not a string
+            return _empty()
+        if len(tokens) == 2 and tokens[0] in _DEFS:
+            return {"$ref": ref} if self._def_ref_ok(str(ref)) else _empty()
+        # Any other local pointer (`#/properties/a`, `#`) would point into a document we are
+        # rewriting, so its target is inlined; a pointer met again while inlining is a cycle.
+        target = _resolve(self.doc, tokens)
+        if target is None or ref in self.inlining:
+            return _empty()
+        inner = _Sanitiser(self.doc, self.strict_safe, self.dropped, (*self.inlining, str(ref)))
+        return inner.node(target, path)
+
+    # ---- nodes
+
+    def node(self, x: object, path: str) -> Any:
+        """Sanitise the schema at one (non-root) schema position."""
+        if isinstance(x, bool):
+            return x
+        if isinstance(x, str):
+            return {"type": x} if x in KNOWN_TYPES and x != "object" else _empty()
+        if not isinstance(x, dict):
+            return _empty()
+        if "$ref" in x:
+            return self.ref(x["$ref"], path)
+        out: dict[str, Any] = {}
+        for key, value in x.items():
+            self._keyword(out, x, key, value, path)
+        if not self.strict_safe:
+            out = self._collapse_unions(out)
+        self._drop_contradictions(out, path)
+        out = self._types(out)
+        return _finish_object(out)
+
+    def _keyword(
+        self, out: dict[str, Any], x: dict[str, Any], key: str, value: Any, path: str
+    ) -> None:
+        sub = f"{path}/{key}"
+        if key == "items" and isinstance(value, list):  # draft-07 tuple form
+            if value:
+                out["prefixItems"] = [self.node(s, f"{sub}/{i}") for i, s in enumerate(value)]
+        elif key == "additionalItems":
+            if isinstance(x.get("items"), list):
+                out["items"] = self.node(value, sub)
+        elif key in _SINGLE:
+            out[key] = self.node(value, sub)
+        elif key in _MAPS:
+            if isinstance(value, dict):
+                out[key] = {n: self.node(s, f"{sub}/{n}") for n, s in value.items()}
+        elif key in _LISTS:
+            if isinstance(value, list) and value:
+                out[key] = [self.node(s, f"{sub}/{i}") for i, s in enumerate(value)]
+        elif key == "dependencies":
+            if isinstance(value, dict):
+                out[key] = {n: _dependency(self, s, f"{sub}/{n}") for n, s in value.items()}
+        elif key in _DEFS or key == "not":
+            # Nested definitions are unreachable once refs are kept root-relative; `not` is
+            # ignored by current llama.cpp and made older builds fail with a 500.
+            return
+        else:
+            _keep_valid(out, x, key, value)
+
+    def _collapse_unions(self, out: dict[str, Any]) -> dict[str, Any]:
+        for key in _UNIONS:
+            branches = out.get(key)
+            if not isinstance(branches, list):
+                continue
+            real = [b for b in branches if not _is_null_branch(b)]
+            # A lone `$ref` branch is not collapsed: the ref rule would strip `nullable` again.
+            if len(real) != 1 or len(real) == len(branches) or not isinstance(real[0], dict):
+                continue
+            if "$ref" in real[0]:
+                continue
+            rest = {k: v for k, v in out.items() if k != key}
+            out = {**real[0], **rest, "nullable": True}
+        return out
+
+    def _drop_contradictions(self, out: dict[str, Any], path: str) -> None:
+        for low, high in BOUND_PAIRS:
+            if low in out and high in out and out[low] > out[high]:
+                self.dropped.append(Bound(path or "#", low, out[low], high, out[high]))
+                # The lower bound goes: keeping the upper one keeps the grammar small.
+                del out[low]
+
+    def _types(self, out: dict[str, Any]) -> dict[str, Any]:
+        kind = out.get("type")
+        if kind is None or (isinstance(kind, str) and kind in KNOWN_TYPES):
+            return out
+        if not isinstance(kind, list):
+            del out["type"]  # unknown name or not a string: llama.cpp rejects both
+            return out
+        names = list(dict.fromkeys(t for t in kind if isinstance(t, str) and t in KNOWN_TYPES))
+        rest = [t for t in names if t != "null"]
+        nullable = len(rest) < len(names)
+        if not names:
+            del out["type"]
+        elif not rest:
+            out["type"] = "null"
+        elif len(rest) == 1:
+            out["type"] = [rest[0], "null"] if nullable and self.strict_safe else rest[0]
+        else:
+            out = _split_types(out, rest, nullable and self.strict_safe)
+        if nullable and rest and not self.strict_safe:
+            out["nullable"] = True
+        return out
+
+    # ---- root
+
+    def root(self, x: object, *, root_object: bool) -> dict[str, Any]:
+        if not isinstance(x, dict):
+            return _empty()
+        body = self._root_body(x)
+        result = self.node(body, "#")
+        if not isinstance(result, dict):
+            result = _empty()
+        if root_object or result.get("type") in (None, "object"):
+            result = self._object_root(result)
+        definitions = {c: self._definitions(c) for c in _DEFS if isinstance(x.get(c), dict)}
+        return _prune(result, definitions)
+
+    def _root_body(self, x: dict[str, Any]) -> dict[str, Any]:
+        """The root without its definitions, with a root `$ref` followed to its target."""
+        body = {k: v for k, v in x.items() if k not in _DEFS}
+        seen: set[str] = set()
+        while "$ref" in body:
+            ref = body["$ref"]
+            tokens = _pointer_tokens(ref) if isinstance(ref, str) else None
+            target = None if tokens is None or ref in seen else _resolve(self.doc, tokens)
+            if not isinstance(target, dict):
+                return _empty()
+            seen.add(str(ref))
+            body = {k: v for k, v in target.items() if k not in _DEFS}
+        return body
+
+    def _definitions(self, container: str) -> dict[str, Any]:
+        raw = self.doc[container]
+        return {n: self.node(s, f"#/{container}/{n}") for n, s in raw.items()}
+
+    def _object_root(self, root: dict[str, Any]) -> dict[str, Any]:
+        if root.get("type") not in (None, "object") and not isinstance(root.get("type"), list):
+            return _empty()  # a string or array root cannot be a tool's parameters
+        props: dict[str, Any] = dict(root.get("properties") or {})
+        required = list(root.get("required") or [])
+        for branch in self._branches(root.get("allOf")):
+            _merge_props(props, branch)
+            required += [r for r in branch.get("required", []) if r not in required]
+        for key in _UNIONS:
+            branches = self._branches(root.get(key))
+            for branch in branches:
+                _merge_props(props, branch)
+            if branches:
+                common = set.intersection(*(set(b.get("required", [])) for b in branches))
+                required += [r for r in _ordered(branches, common) if r not in required]
+        out = {k: v for k, v in root.items() if k not in _ROOT_DROPPED}
+        out["type"] = "object"
+        out["properties"] = props
+        if "required" in root or required:
+            out["required"] = [r for r in required if r in props]
+        return out
+
+    def _branches(self, branches: object) -> list[dict[str, Any]]:
+        """Root composition branches as object schemas, definition refs followed."""
+        found: list[dict[str, Any]] = []
+        for branch in branches if isinstance(branches, list) else []:
+            seen: set[str] = set()
+            while isinstance(branch, dict) and "$ref" in branch and branch["$ref"] not in seen:
+                seen.add(branch["$ref"])
+                tokens = _pointer_tokens(branch["$ref"]) or ["-", "-"]
+                branch = self.node(self._def_target(tokens), "#")
+            found.append(branch if isinstance(branch, dict) else {})
+        return found
+
+
+def _dependency(s: _Sanitiser, value: object, path: str) -> Any:
+    if isinstance(value, list):
+        return list(dict.fromkeys(v for v in value if isinstance(v, str)))
+    return s.node(value, path)
+
+
+def _keep_valid(out: dict[str, Any], x: dict[str, Any], key: str, value: Any) -> None:
+    """Copy a non-schema keyword, dropping the values a converter or validator would reject."""
+    if key == "pattern":
+        if pattern_ok(value):
+            out[key] = value
+    elif key == "enum":
+        if isinstance(value, list) and value:
+            out[key] = value
+    elif key == "required":
+        if isinstance(value, list):
+            out[key] = list(dict.fromkeys(v for v in value if isinstance(v, str)))
+    elif key in _COUNTS:
+        if _is_number(value) and value >= 0 and float(value).is_integer():
+            out[key] = int(value)
+    elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
+        # draft-04 boolean form: `minimum: 5, exclusiveMinimum: true` means `> 5`.
+        bound = x.get("minimum" if key == "exclusiveMinimum" else "maximum")
+        if value and _is_number(bound):
+            out[key] = bound
+    elif key in _NUMBERS:
+        if _is_number(value) and not _made_exclusive(x, key):
+            out[key] = value
+    elif key == "multipleOf":
+        if _is_number(value) and value > 0:
+            out[key] = value
+    elif key in ("format", "$comment"):
+        if isinstance(value, str):
+            out[key] = value
+    elif key == "uniqueItems":
+        if isinstance(value, bool):
+            out[key] = value
+    else:
+        out[key] = value
+
+
+def _made_exclusive(x: dict[str, Any], key: str) -> bool:
+    """True for `minimum`/`maximum` turned into a number by a draft-04 boolean exclusive."""
+    partner = {"minimum": "exclusiveMinimum", "maximum": "exclusiveMaximum"}.get(key)
+    return partner is not None and x.get(partner) is True
+
+
+def _is_null_branch(branch: object) -> bool:
+    return (
+        isinstance(branch, dict)
+        and branch.get("type") == "null"
+        and all(k == "type" or k in _ANNOTATIONS for k in branch)
+    )
+
+
+def _split_types(out: dict[str, Any], rest: list[str], null_branch: bool) -> dict[str, Any]:
+    """Several types become `anyOf` of single types, each taking its own keywords along."""
+    moved: set[str] = set()
+    branches: list[Any] = []
+    for kind in rest:
+        branch: dict[str, Any] = {"type": kind}
+        for kw in _TYPE_KEYWORDS.get(kind, ()):
+            if kw in out:
+                branch[kw] = out[kw]
+                moved.add(kw)
+        branches.append(_finish_object(branch))
+    if null_branch:
+        branches.append({"type": "null"})
+    result = {k: v for k, v in out.items() if k != "type" and k not in moved}
+    if "anyOf" in result:  # keep both constraints: the existing union and the type union
+        result["allOf"] = [*result.get("allOf", []), {"anyOf": branches}]
+    else:
+        result["anyOf"] = branches
+    return result
+
+
+def _finish_object(out: dict[str, Any]) -> dict[str, Any]:
+    kind = out.get("type")
+    is_object = kind == "object" or (isinstance(kind, list) and "object" in kind)
+    if is_object and "properties" not in out:
+        out["properties"] = {}
+    props = out.get("properties")
+    if isinstance(props, dict) and isinstance(out.get("required"), list):
+        out["required"] = [r for r in out["required"] if r in props]
+    return out
+
+
+def _merge_props(props: dict[str, Any], branch: dict[str, Any]) -> None:
+    # First definition of a name wins: the root's own, then branches in order. Merging two
+    # different schemas for one name into an `anyOf` would be more exact but is rare in practice.
+    for name, schema in (branch.get("properties") or {}).items():
+        props.setdefault(name, schema)
+
+
+def _ordered(branches: list[dict[str, Any]], names: set[str]) -> list[str]:
+    return [r for r in branches[0].get("required", []) if r in names] if branches else []
+
+
+def _refs(node: object) -> list[str]:
+    """Every `$ref` at a schema position below `node` (data keywords are not looked into)."""
+    found: list[str] = []
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        if not isinstance(cur, dict):
+            continue
+        if isinstance(cur.get("$ref"), str):
+            found.append(cur["$ref"])
+        stack.extend(_children(cur))
+    return found
+
+
+def _children(node: dict[str, Any]) -> list[object]:
+    """The subschemas of a schema node."""
+    kids: list[object] = []
+    for key, value in node.items():
+        if key in _SINGLE or key in ("not", "additionalItems"):
+            kids.extend(value if isinstance(value, list) else [value])
+        elif key in _MAPS or key in _DEFS or key == "dependencies":
+            if isinstance(value, dict):
+                kids.extend(value.values())
+        elif key in _LISTS and isinstance(value, list):
+            kids.extend(value)
+    return kids
+
+
+def _prune(root: dict[str, Any], definitions: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Attach only the definitions some `$ref` reaches, transitively."""
+    reached: dict[str, set[str]] = {c: set() for c in definitions}
+    todo = _refs(root)
+    while todo:
+        tokens = _pointer_tokens(todo.pop()) or []
+        if len(tokens) == 2 and tokens[0] in reached and tokens[1] not in reached[tokens[0]]:
+            reached[tokens[0]].add(tokens[1])
+            todo.extend(_refs(definitions[tokens[0]].get(tokens[1])))
+    for container, defs in definitions.items():
+        kept = {n: s for n, s in defs.items() if n in reached[container]}
+        if kept:
+            root[container] = kept
+    return root
+
+
+def _sanitise_uncached(
+    schema: object, *, strict_safe: bool = False, root_object: bool = True
+) -> tuple[dict[str, Any], list[Bound]]:
+    doc = schema if isinstance(schema, dict) else {}
+    walker = _Sanitiser(doc, strict_safe)
+    return walker.root(schema, root_object=root_object), walker.dropped
+
+
+# --------------------------------------------------------------------------- relax
+
+
+def _relax_node(node: object) -> Any:
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("pattern", "format"):
+            continue
+        if key in _SINGLE or key in ("not", "additionalItems"):
+            out[key] = [_relax_node(v) for v in value] if isinstance(value, list) else (
+                _relax_node(value))
+        elif (key in _MAPS or key in _DEFS or key == "dependencies") and isinstance(value, dict):
+            out[key] = {n: _relax_node(s) for n, s in value.items()}
+        elif key in _LISTS and isinstance(value, list):
+            out[key] = [_relax_node(s) for s in value]
+        else:
+            out[key] = value
+    return out
+
+
+# --------------------------------------------------------------------------- contradictions
+
+
+def find_bounds(schema: object) -> list[Bound]:
+    """Every contradictory bound pair at a schema position, as written (no sanitising)."""
+    found: list[Bound] = []
+    stack: list[tuple[object, str]] = [(schema, "#")]
+    while stack:
+        node, path = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        for low, high in BOUND_PAIRS:
+            lo, hi = node.get(low), node.get(high)
+            if _is_number(lo) and _is_number(hi) and lo > hi:  # type: ignore[operator]
+                found.append(Bound(path, low, lo, high, hi))  # type: ignore[arg-type]
+        stack.extend(reversed(_child_paths(node, path)))
+    return found
+
+
+def _child_paths(node: dict[str, Any], path: str) -> list[tuple[object, str]]:
+    kids: list[tuple[object, str]] = []
+    for key, value in node.items():
+        sub = f"{path}/{key}"
+        if isinstance(value, list) and (key in _LISTS or key in _SINGLE):
+            kids.extend((s, f"{sub}/{i}") for i, s in enumerate(value))
+        elif key in _SINGLE or key in ("not", "additionalItems"):
+            kids.append((value, sub))
+        elif (key in _MAPS or key in _DEFS or key == "dependencies") and isinstance(value, dict):
+            kids.extend((s, f"{sub}/{n}") for n, s in value.items())
+    return kids
+
+
+def find_contradictions(schema: object) -> list[tuple[str, str]]:
+    """(path, lower-bound keyword) of every min>max pair, paths as `#/properties/a` fragments."""
+    return [(b.path, b.keyword) for b in find_bounds(schema)]
+
+
+# --------------------------------------------------------------------------- caching
+
+_CACHE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class _Form:
+    """The outgoing form of one schema: read-only, shared by every request that sends it."""
+
+    schema: dict[str, Any]
+    changed: bool  # differs from what the client sent
+    dropped: tuple[Bound, ...]
+    relax_removed: bool  # relaxing removed at least one keyword
+
+
+def _key(schema: object) -> bytes | None:
+    # Not OPT_SORT_KEYS: property order is meaningful to grammar builders (it is the order the
+    # model writes arguments in), and orjson.loads keeps a client's order stable turn to turn.
+    try:
+        return orjson.dumps(schema)
+    except TypeError:  # orjson.JSONEncodeError: not JSON data (cannot be sent anyway)
+        return None
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _form_cached(key: bytes, strict_safe: bool, root_object: bool, relaxed: bool) -> _Form:
+    return _build_form(orjson.loads(key), strict_safe, root_object, relaxed)
+
+
+def _build_form(raw: object, strict_safe: bool, root_object: bool, relaxed: bool) -> _Form:
+    # The raw object is a private parse of the key, so the result never aliases the client's.
+    schema, dropped = _sanitise_uncached(raw, strict_safe=strict_safe, root_object=root_object)
+    removed = False
+    if relaxed:
+        loose = _relax_node(schema)
+        removed = loose != schema
+        schema = loose
+    return _Form(schema, schema != raw, tuple(dropped), removed)
+
+
+def _form(schema: object, strict_safe: bool, root_object: bool, relaxed: bool) -> _Form:
+    key = _key(schema)
+    if key is None:
+        return _build_form(schema, strict_safe, root_object, relaxed)
+    return _form_cached(key, strict_safe, root_object, relaxed)
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _bounds_cached(key: bytes) -> tuple[Bound, ...]:
+    return tuple(find_bounds(orjson.loads(key)))
+
+
+def _bounds(schema: object) -> tuple[Bound, ...]:
+    key = _key(schema)
+    return tuple(find_bounds(schema)) if key is None else _bounds_cached(key)
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _relax_cached(key: bytes) -> dict[str, Any]:
+    return _relax_node(orjson.loads(key))
+
+
+def clear_caches() -> None:
+    """Forget every cached schema (tests and benchmarks)."""
+    _form_cached.cache_clear()
+    _bounds_cached.cache_clear()
+    _relax_cached.cache_clear()
+
+
+def sanitise(
+    schema: object, *, strict_safe: bool = False, root_object: bool = True
+) -> dict[str, Any]:
+    """BEHAVIOUR.md 3.2. Cached; never mutates `schema`; the result is shared and read-only.
+
+    `strict_safe` never adds `nullable` (OpenAI strict mode rejects it): nullability stays a
+    `["T", "null"]` type list or a `{"type": "null"}` branch. `root_object=False` keeps a root
+    that declares a non-object type (a response format may ask for an array) instead of
+    replacing it with an empty object.
+    """
+    return _form(schema, strict_safe, root_object, False).schema
+
+
+def relax(schema: dict[str, Any]) -> dict[str, Any]:
+    """BEHAVIOUR.md 3.3: drop `pattern` and `format` at every schema position. Cached, read-only."""
+    key = _key(schema)
+    return _relax_node(schema) if key is None else _relax_cached(key)
+
+
+# --------------------------------------------------------------------------- request bodies
+
+
+@dataclass
+class _Target:
+    """One schema in a body: who owns it (for messages) and how to put a new one back."""
+
+    owner: str
+    schema: object
+    root_object: bool
+
+
+def _tool_function(tool: object) -> dict[str, Any] | None:
+    """The dict holding `parameters`: chat's `tool.function`, or a flat Responses-style tool."""
+    if not isinstance(tool, dict):
+        return None
+    fn = tool.get("function")
+    if isinstance(fn, dict):
+        return fn if "parameters" in fn else None
+    if tool.get("type") == "function" and "parameters" in tool:
+        return tool
+    return None
+
+
+def _declares_non_object(schema: object) -> bool:
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if isinstance(kind, list):
+        return "object" not in kind and any(k in KNOWN_TYPES for k in kind)
+    return isinstance(kind, str) and kind in KNOWN_TYPES and kind != "object"
+
+
+def _response_schema(body: dict[str, Any]) -> object | None:
+    rf = body.get("response_format")
+    if not isinstance(rf, dict) or rf.get("type") != "json_schema":
+        return None
+    js = rf.get("json_schema")
+    return js["schema"] if isinstance(js, dict) and "schema" in js else None
+
+
+def _apply_form(
+    target: _Target, mode: str, relaxed: bool, notices: list[str]
+) -> tuple[object, bool]:
+    """The schema to send for one target, and whether relaxing removed anything."""
+    if mode == "passthrough":
+        bounds = _bounds(target.schema)
+        if bounds:
+            raise _contradiction(target.owner, bounds[0])
+        if not relaxed:
+            return target.schema, False
+    form = _form(target.schema, mode == "passthrough", target.root_object, relaxed)
+    notices.extend(_drop_notice(target.owner, b) for b in form.dropped)
+    return (form.schema if form.changed else target.schema), form.relax_removed
+
+
+def _contradiction(owner: str, b: Bound) -> SchemaContradiction:
+    message = (
+        f"{owner} has {b.keyword} {b.value:g} above {b.upper} {b.upper_value:g} at {b.path}: "
+        f"no value can satisfy it and grammar-building servers can run out of memory on it; "
+        f"lower {b.keyword} or raise {b.upper}."
+    )
+    return SchemaContradiction(owner, b.keyword, b.path, message)
+
+
+def _drop_notice(owner: str, b: Bound) -> str:
+    return (
+        f"Dropped {b.keyword} {b.value:g} at {b.path} in {owner} because it exceeds "
+        f"{b.upper} {b.upper_value:g} and no value could satisfy both."
+    )
+
+
+def apply_to_request(body: dict[str, Any], *, mode: str, relaxed: bool) -> SchemaResult:
+    """Put the right form of every tool and response schema into a body (BEHAVIOUR.md 3).
+
+    `mode` is "passthrough" or "sanitise" ("auto" is resolved by the caller). `relaxed` is True
+    once the endpoint's `strict_schemas` latch is off. Never mutates `body`: only the tools list,
+    the tool entries and the response format that change are copied.
+    """
+    if mode not in ("passthrough", "sanitise"):
+        raise ValueError(f"schema mode must be 'passthrough' or 'sanitise', got {mode!r}")
+    notices: list[str] = []
+    any_relaxed = False
+    out = body
+    tools = body.get("tools")
+    if isinstance(tools, list):
+        new_tools, any_relaxed = _apply_tools(tools, mode, relaxed, notices)
+        if new_tools is not tools:
+            out = {**body, "tools": new_tools}
+    schema = _response_schema(body)
+    if schema is not None:
+        target = _Target(_format_owner(body), schema, not _declares_non_object(schema))
+        new_schema, removed = _apply_form(target, mode, relaxed, notices)
+        any_relaxed = any_relaxed or removed
+        if new_schema is not schema:
+            out = _with_response_schema(out if out is not body else {**body}, new_schema)
+    return SchemaResult(out, out is not body, any_relaxed, notices)
+
+
+def _apply_tools(
+    tools: list[Any], mode: str, relaxed: bool, notices: list[str]
+) -> tuple[list[Any], bool]:
+    new_tools: list[Any] | None = None
+    any_relaxed = False
+    for i, tool in enumerate(tools):
+        fn = _tool_function(tool)
+        if fn is None:
+            continue
+        name = fn.get("name")
+        owner = f"tool '{name}'" if isinstance(name, str) else f"tools[{i}]"
+        params = fn["parameters"]
+        new_params, removed = _apply_form(_Target(owner, params, True), mode, relaxed, notices)
+        any_relaxed = any_relaxed or removed
+        if new_params is not params:
+            new_tools = list(tools) if new_tools is None else new_tools
+            new_fn = {**fn, "parameters": new_params}
+            new_tools[i] = new_fn if fn is tool else {**tool, "function": new_fn}
+    return (tools if new_tools is None else new_tools), any_relaxed
+
+
+def _format_owner(body: dict[str, Any]) -> str:
+    name = body["response_format"]["json_schema"].get("name")
+    return f"response_format '{name}'" if isinstance(name, str) else "response_format"
+
+
+def _with_response_schema(body: dict[str, Any], schema: object) -> dict[str, Any]:
+    rf = body["response_format"]
+    body["response_format"] = {**rf, "json_schema": {**rf["json_schema"], "schema": schema}}
+    return body

@@ -1,0 +1,63 @@
+"""Running the application: bind, serve until a signal, shut down cleanly (saving latches).
+
+`handler_cancellation=True` is chosen on purpose: when a client disconnects, aiohttp cancels the
+handler, which closes the upstream request at once, so a model server stops generating for
+nobody. (aiohttp's default keeps running the handler to completion.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+
+from aiohttp import web
+
+from .app import create_app
+from .config import Settings
+
+
+def _loop_factory() -> None:
+    try:
+        import uvloop
+    except ImportError:  # optional: the pure-asyncio loop works, only slower
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+async def start(settings: Settings) -> tuple[web.AppRunner, int]:
+    """Start serving `settings`; returns the runner and the bound port (useful with port 0)."""
+    app = create_app(settings)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port, backlog=1024)
+    await site.start()
+    port = settings.port
+    server = getattr(site, "_server", None)
+    if server is not None and server.sockets:
+        port = server.sockets[0].getsockname()[1]
+    return runner, port
+
+
+async def _serve(settings: Settings) -> None:
+    from . import logs
+
+    runner, port = await start(settings)
+    logs.get_logger().info(
+        "listening", host=settings.host, port=port,
+        upstreams=[u.name for u in settings.upstreams],
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def run(settings: Settings) -> None:
+    _loop_factory()
+    asyncio.run(_serve(settings))

@@ -1,0 +1,116 @@
+"""Structured output for models that refuse `response_format`: ask in words, extract on return.
+
+When a model has latched `structured_output` off (BEHAVIOUR 9), the request goes out without
+`response_format` and with an instruction in the system prompt; the reply's JSON is then cut out
+of whatever prose or code fence the model wrapped it in and leniently repaired, so the client
+still receives a content string that parses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import json_repair
+import orjson
+
+Schema = dict[str, Any]
+
+_FENCE = re.compile(r"```[ \t]*[A-Za-z0-9_-]*[ \t]*\r?\n?(.*?)(?:```|\Z)", re.DOTALL)
+_THINK_END = "</think>"
+
+
+def instruction(response_format: object, sanitise: Callable[[Schema], Schema] | None) -> str:
+    """The sentence(s) appended to the system prompt for this `response_format`."""
+    base = "Reply with a single JSON value and nothing else: no prose before or after it"
+    schema = _schema_of(response_format)
+    if schema is None:
+        return base + ", no code fence. The value must be a JSON object."
+    if sanitise is not None:
+        schema = sanitise(schema)
+    text = orjson.dumps(schema).decode()
+    return base + f", no code fence. The value must match this JSON schema: {text}"
+
+
+def _schema_of(response_format: object) -> Schema | None:
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return None
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    return schema if isinstance(schema, dict) else None
+
+
+def ask_in_words(
+    body: dict[str, Any], sanitise: Callable[[Schema], Schema] | None = None
+) -> dict[str, Any]:
+    """A new body without `response_format`, asking for JSON in the system prompt instead.
+
+    The instruction is appended to the first system (or developer) message, or a system message
+    is put first when there is none. `sanitise`, when given, is applied to the schema first
+    (the schemas module's sanitiser; kept as a parameter so this module does not depend on it).
+    """
+    text = instruction(body.get("response_format"), sanitise)
+    out = {key: value for key, value in body.items() if key != "response_format"}
+    messages = body.get("messages")
+    out["messages"] = _with_instruction(messages if isinstance(messages, list) else [], text)
+    return out
+
+
+def _with_instruction(messages: list[Any], text: str) -> list[Any]:
+    for index, message in enumerate(messages):
+        if isinstance(message, dict) and message.get("role") in ("system", "developer"):
+            updated = {**message, "content": _append(message.get("content"), text)}
+            return [*messages[:index], updated, *messages[index + 1 :]]
+    return [{"role": "system", "content": text}, *messages]
+
+
+def _append(content: object, text: str) -> object:
+    if isinstance(content, list):
+        return [*content, {"type": "text", "text": text}]
+    if isinstance(content, str) and content.strip():
+        return f"{content}\n\n{text}"
+    return text
+
+
+def extract_json(text: str) -> str | None:
+    """The JSON a reply carries, as compact JSON; None when there is none.
+
+    Looks after the last `</think>`; takes the first fenced block that holds JSON, else the span
+    from the first `{`/`[` to the last `}`/`]` (to the end when the reply was cut off), and
+    repairs only that span. A repair library run over prose would turn it into `""`.
+    """
+    tail = text.rsplit(_THINK_END, 1)[-1].strip()
+    whole = _strict(tail)
+    if whole is not None:
+        return whole
+    for block in _FENCE.findall(tail):
+        found = _from_span(block)
+        if found is not None:
+            return found
+    return _from_span(tail)
+
+
+def _from_span(text: str) -> str | None:
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if not starts:
+        return None
+    start = min(starts)
+    end = max(text.rfind("}"), text.rfind("]"))
+    span = text[start : end + 1] if end > start else text[start:]
+    return _strict(span) or _repaired(span)
+
+
+def _strict(span: str) -> str | None:
+    try:
+        return orjson.dumps(orjson.loads(span)).decode()
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _repaired(span: str) -> str | None:
+    value = json_repair.loads(span)
+    # json_repair answers "" (or a bare scalar) when it found no structure; that is no JSON.
+    if not isinstance(value, dict | list):
+        return None
+    return orjson.dumps(value).decode()

@@ -1,0 +1,399 @@
+"""Tool-call recovery and repair on streams, without delaying ordinary text (BEHAVIOUR.md 4.3, 4.4).
+
+A stream cannot be recovered after the fact: by the time a reply turns out to hold a call, its
+first words are on the client's screen. So text is relayed as it comes, and only what could still
+become part of a call is held: a tail that could be the start of a marker, everything from a
+marker on, trailing whitespace (it goes with a call that follows it), and a reply that opens with
+`{`, `[` or a fence until it can be judged. When the choice finishes, the held text goes through
+the same `find_calls` as a whole reply, so a stream and a whole response always agree.
+
+Upstream tool-call fragments are reassembled (4.4) and relayed whole, arguments repaired, when the
+choice finishes: relaying them fragment by fragment would send arguments before they can be
+repaired.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.arguments import argument_event, compact, repair_arguments
+from proxy.events import HOLDBACK_RELEASED, Event
+from proxy.toolcalls import (
+    Schemas,
+    bare_calls,
+    build_calls,
+    find_calls,
+    json_calls,
+    recovered_event,
+    tool_schemas,
+    triggers,
+    value_end,
+)
+
+_TEMPLATE_KEYS = ("id", "object", "created", "model", "system_fingerprint", "service_tier")
+_THINK_OPEN = ("<think>", "[THINK]")
+_THINK_CLOSE = ("</think>", "[/THINK]")
+_JUDGE_CHARS = frozenset("}])`>;")
+
+
+@dataclass
+class _Call:
+    index: int | None
+    order: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass
+class _Choice:
+    index: int
+    released: list[str] = field(default_factory=list)
+    held: str = ""
+    at_tail_start: bool = True
+    in_think: bool = False
+    triggered: bool = False
+    judged: int = -1  # held length already judged "could be a bare call" (-1: not judged)
+    given_up: bool = False
+    native: list[_Call] = field(default_factory=list)
+    finished: bool = False
+
+
+class StreamToolProcessor:
+    """Feed parsed upstream chunks in, get the chunks to send the client out."""
+
+    def __init__(self, tools: list[dict[str, Any]] | None, *, recover: bool = True,
+                 holdback_limit: int = 256 * 1024) -> None:
+        self._schemas: Schemas = tool_schemas(tools) if recover else {}
+        self._recover = bool(self._schemas)
+        self._limit = holdback_limit
+        marks = triggers(self._schemas) if self._recover else []
+        self._triggers = marks
+        tags = [*marks, *_THINK_OPEN, *_THINK_CLOSE]
+        self._prefixes = {t[:k] for t in tags for k in range(1, len(t))}
+        self.longest_marker = max((len(t) for t in tags), default=0)
+        self._choices: dict[int, _Choice] = {}
+        self._template: dict[str, Any] = {}
+        self.events: list[Event] = []
+        self.content_started = False
+
+    # -- public -----------------------------------------------------------------------------
+
+    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        """One upstream chunk -> the chunks to send now (the same object when unchanged)."""
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return [chunk]
+        self._template = {k: chunk[k] for k in _TEMPLATE_KEYS if k in chunk}
+        out: list[dict[str, Any]] = []
+        unchanged = True
+        for choice in choices:
+            produced = self._feed_choice(choice, chunk)
+            if produced is None:
+                produced = [self._wrap(choice)]
+            else:
+                unchanged = False
+            out.extend(produced)
+        if unchanged:
+            self._mark_started(chunk)
+            return [chunk]
+        for item in out:
+            self._mark_started(item)
+        return out
+
+    def finish(self) -> list[dict[str, Any]]:
+        """At the upstream's end: flush whatever every unfinished choice still holds."""
+        out: list[dict[str, Any]] = []
+        for state in self._choices.values():
+            if not state.finished:
+                out.extend(self._finalize(state, None, None))
+        for item in out:
+            self._mark_started(item)
+        return out
+
+    def held(self, index: int = 0) -> int:
+        """How many characters of choice `index` are held back right now."""
+        state = self._choices.get(index)
+        return len(state.held) if state else 0
+
+    # -- one choice -------------------------------------------------------------------------
+
+    def _feed_choice(self, choice: dict[str, Any], chunk: dict[str, Any]) -> (
+            list[dict[str, Any]] | None):
+        index = choice.get("index", 0)
+        state = self._choices.setdefault(index, _Choice(index))
+        delta = choice.get("delta") or {}
+        fragments = delta.get("tool_calls")
+        content = delta.get("content")
+        changed = bool(fragments)
+        for frag in fragments or []:
+            if isinstance(frag, dict):
+                self._assemble(state, frag)
+        text_out: str | None = content
+        if isinstance(content, str) and content and not state.given_up:
+            text_out = self._push_text(state, content)
+            changed = changed or text_out != content
+        finish = choice.get("finish_reason")
+        needs_final = finish is not None and self._needs_final(state)
+        if not changed and not needs_final:
+            if finish is not None:
+                state.finished = True
+            return None
+        out: list[dict[str, Any]] = []
+        rest = {k: v for k, v in delta.items() if k not in ("content", "tool_calls")}
+        if text_out:
+            rest["content"] = text_out
+        if rest:
+            passed = None if needs_final else finish
+            out.append(self._chunk(choice, rest, passed))
+        if finish is not None:
+            if needs_final:
+                out.extend(self._finalize(state, finish, chunk.get("usage")))
+            elif not rest:
+                out.append(self._chunk(choice, {}, finish))
+            state.finished = True
+        return out
+
+    def _needs_final(self, state: _Choice) -> bool:
+        return bool(state.held or state.native)
+
+    def _push_text(self, state: _Choice, delta: str) -> str:
+        state.held += delta
+        if state.triggered or not self._recover:
+            released = "" if self._recover else state.held
+        else:
+            released = self._release(state)
+        if released:
+            state.held = state.held[len(released) :]
+            state.released.append(released)
+        if len(state.held) > self._limit:
+            released += self._give_up(state)
+        return released
+
+    def _give_up(self, state: _Choice) -> str:
+        text = state.held
+        state.released.append(text)
+        state.held = ""
+        state.given_up = True
+        self.events.append(Event(
+            HOLDBACK_RELEASED,
+            f"Released {len(text)} characters held back as a possible tool call: past the "
+            f"{self._limit}-character hold-back limit they are relayed as text.",
+        ))
+        return text
+
+    def _release(self, state: _Choice) -> str:
+        """The prefix of `state.held` that can go to the client now; updates the scan state."""
+        held = state.held
+        pos = 0
+        while True:
+            if state.in_think:
+                close = _first(held, _THINK_CLOSE, pos)
+                if close is None:
+                    return held[: len(held) - self._overlap(held)]
+                state.in_think, state.at_tail_start, state.judged = False, True, -1
+                pos = close[0] + len(close[1])
+                continue
+            if state.at_tail_start:
+                if self._still_possible(state, held, pos):
+                    return held[:pos]
+                state.at_tail_start, state.judged = False, -1
+            marks = [m for m in (_first(held, self._triggers, pos),
+                                 _first(held, _THINK_OPEN, pos),
+                                 _first(held, _THINK_CLOSE, pos)) if m is not None]
+            if not marks:
+                return _rstrip_to(held, len(held) - self._overlap(held), pos)
+            at, tag = min(marks)
+            if tag in _THINK_OPEN:
+                state.in_think, pos = True, at + len(tag)
+            elif tag in _THINK_CLOSE:
+                state.at_tail_start, state.judged, pos = True, -1, at + len(tag)
+            else:
+                state.triggered = True
+                return _rstrip_to(held, at, pos)
+
+    def _still_possible(self, state: _Choice, held: str, pos: int) -> bool:
+        # Re-judging only when a character that can close a value arrived keeps a long held
+        # call linear instead of quadratic.
+        if state.judged >= 0 and not _JUDGE_CHARS.intersection(held[pos + state.judged :]):
+            state.judged = len(held) - pos
+            return True
+        verdict = self._judge(held[pos:])
+        state.judged = len(held) - pos if verdict else -1
+        return verdict is not False
+
+    def _judge(self, text: str) -> bool | None:
+        """Could `text` (a tail start) still be a bare or fenced call? None: whitespace so far."""
+        s = text.lstrip()
+        if not s:
+            return None
+        if s[0] == "`":
+            return self._judge_fence(s)
+        if s[0] not in "{[":
+            return False
+        i = 0
+        while True:
+            while i < len(s) and (s[i].isspace() or s[i] == ";"):
+                i += 1
+            if i == len(s):
+                return True
+            if s.startswith("</tool_call>", i):
+                i += len("</tool_call>")
+                continue
+            if "</tool_call>".startswith(s[i:]):
+                return True
+            if s[i] not in "{[":
+                return False
+            end = value_end(s, i)
+            if end is None:
+                return True
+            found = json_calls(s[i:end], self._schemas)
+            if not found or any(name not in self._schemas for name, _, _ in found):
+                return False
+            i = end
+
+    def _judge_fence(self, s: str) -> bool:
+        if len(s) < 3:
+            return "```".startswith(s)
+        if not s.startswith("```"):
+            return False
+        nl = s.find("\n")
+        close = s.find("```", nl) if nl >= 0 else -1
+        if close < 0:
+            return True
+        return bare_calls(s[nl + 1 : close], self._schemas) is not None
+
+    def _overlap(self, text: str) -> int:
+        for k in range(min(len(text), self.longest_marker - 1), 0, -1):
+            if text[-k:] in self._prefixes:
+                return k
+        return 0
+
+    # -- reassembly (4.4) -------------------------------------------------------------------
+
+    def _assemble(self, state: _Choice, frag: dict[str, Any]) -> None:
+        fn = frag.get("function") or {}
+        name = fn.get("name") or ""
+        args = fn.get("arguments")
+        args = args if isinstance(args, str) else ("" if args is None else compact(args))
+        frag_id = frag.get("id") or ""
+        index = frag.get("index")
+        call = self._target(state, index, frag_id, name)
+        if call is None:
+            call = _Call(index, len(state.native))
+            state.native.append(call)
+        if frag_id:
+            call.id = frag_id
+        call.name += name
+        call.arguments += args
+
+    def _target(self, state: _Choice, index: Any, frag_id: str, name: str) -> _Call | None:
+        calls = state.native
+        if index is not None:
+            same = [c for c in calls if c.index == index]
+            if not same:
+                return None
+            last = same[-1]
+            if (frag_id and last.id and frag_id != last.id) or (name and last.arguments):
+                return None
+            return last
+        if frag_id:
+            return next((c for c in calls if c.id == frag_id), None)
+        if not name:
+            return calls[-1] if calls else None
+        return None
+
+    # -- the end of a choice ----------------------------------------------------------------
+
+    def _finalize(self, state: _Choice, finish: str | None, usage: Any) -> list[dict[str, Any]]:
+        state.finished = True
+        out: list[dict[str, Any]] = []
+        calls: list[dict[str, Any]] = []
+        text = state.held
+        if state.native:
+            calls = self._native_calls(state, finish)
+        elif state.held and self._recover and not state.given_up:
+            sent = "".join(state.released)
+            found = find_calls(sent + state.held, self._schemas)
+            if found is not None and (found.content or "").startswith(sent):
+                text = (found.content or "")[len(sent) :]
+                calls, arg_events = build_calls(found.calls, finish)
+                self.events.append(recovered_event(len(calls), found.format))
+                self.events.extend(arg_events)
+                finish = "tool_calls" if finish is not None else None
+        state.held = ""
+        base = {"index": state.index}
+        if text:
+            out.append(self._make(base, {"content": text}, None))
+        for k, call in enumerate(calls):
+            out.append(self._make(base, {"tool_calls": [{"index": k, **call}]}, None))
+        if finish is not None:
+            final = self._make(base, {}, finish)
+            if usage is not None:
+                final["usage"] = usage
+            out.append(final)
+        return out
+
+    def _native_calls(self, state: _Choice, finish: str | None) -> list[dict[str, Any]]:
+        ordered = sorted(state.native, key=lambda c: (c.index if c.index is not None else 0,
+                                                      c.order))
+        calls: list[dict[str, Any]] = []
+        used: set[str] = set()
+        for call in ordered:
+            if not call.name.strip():
+                continue  # a call whose name stays empty is dropped
+            n = len(calls)
+            call_id = call.id or f"call_{n}"
+            while call_id in used:
+                call_id = f"{call_id}_{n}"
+            used.add(call_id)
+            result = repair_arguments(call.arguments, finish)
+            event = argument_event(call.name, result.outcome)
+            if event is not None:
+                self.events.append(event)
+            calls.append({"id": call_id, "type": "function",
+                          "function": {"name": call.name, "arguments": result.arguments}})
+        return calls
+
+    # -- chunks -----------------------------------------------------------------------------
+
+    def _chunk(self, choice: dict[str, Any], delta: dict[str, Any],
+               finish: str | None) -> dict[str, Any]:
+        base = {k: v for k, v in choice.items() if k not in ("delta", "finish_reason")}
+        return self._make(base, delta, finish)
+
+    def _make(self, base: dict[str, Any], delta: dict[str, Any],
+              finish: str | None) -> dict[str, Any]:
+        return {**self._template, "choices": [{**base, "delta": delta, "finish_reason": finish}]}
+
+    def _wrap(self, choice: dict[str, Any]) -> dict[str, Any]:
+        return {**self._template, "choices": [choice]}
+
+    def _mark_started(self, chunk: dict[str, Any]) -> None:
+        if self.content_started:
+            return
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if any(delta.get(k) for k in ("content", "reasoning_content", "reasoning",
+                                           "tool_calls")):
+                self.content_started = True
+
+
+def _first(text: str, tags: list[str] | tuple[str, ...], start: int) -> tuple[int, str] | None:
+    best: tuple[int, str] | None = None
+    for tag in tags:
+        k = text.find(tag, start)
+        if k >= 0 and (best is None or k < best[0]):
+            best = (k, tag)
+    return best
+
+
+def _rstrip_to(text: str, end: int, floor: int) -> str:
+    """text[:end] without the whitespace right before `end` (kept from `floor` on)."""
+    k = end
+    while k > floor and text[k - 1].isspace():
+        k -= 1
+    return text[:k]
+
+

@@ -1,0 +1,194 @@
+"""The only module that talks to model servers: one pooled aiohttp client session per upstream.
+
+An `Upstream` owns the connection pool, the key, the detected server kind and the probes
+(`/v1/models` listing, readiness). The request pipeline asks it to `open` a request and gets the
+live `aiohttp.ClientResponse` back, so it can stream or read whole as it chooses; everything about
+what to send and what to do with the answer lives elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import ClientResponse, ClientSession, ClientTimeout, TCPConnector
+
+from .config import LOCAL_KINDS, UpstreamConfig
+
+# Response headers worth passing to the client. Everything else (hop-by-hop headers, lengths and
+# encodings that no longer hold after relaying, the upstream's Server header) stays behind.
+FORWARD_RESPONSE_HEADERS = (
+    "x-request-id",
+    "openai-processing-ms",
+    "openai-model",
+    "openai-version",
+    "openai-organization",
+    "retry-after",
+    "retry-after-ms",
+    "x-should-retry",
+)
+FORWARD_RESPONSE_PREFIXES = ("x-ratelimit-",)
+
+
+def forwardable_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The subset of an upstream's response headers that the client should see."""
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        low = name.lower()
+        if low in FORWARD_RESPONSE_HEADERS or low.startswith(FORWARD_RESPONSE_PREFIXES):
+            out[low] = value
+    return out
+
+
+class Upstream:
+    """A configured model server and its connection pool."""
+
+    def __init__(self, config: UpstreamConfig, endpoint_id: str) -> None:
+        self.config = config
+        self.name = config.name
+        self.endpoint_id = endpoint_id
+        self.kind = config.kind if config.kind != "auto" else "generic"
+        self._kind_detected = config.kind != "auto"
+        self._session: ClientSession | None = None
+        self.base = config.base_url.rstrip("/")
+        self.root = config.server_root.rstrip("/")
+        self.ready = False
+        self.last_probe: float | None = None
+        self.last_probe_error: str | None = None
+        self.listing: list[dict[str, Any]] = []
+        self.listing_at: float = 0.0
+
+    @property
+    def session(self) -> ClientSession:
+        if self._session is None or self._session.closed:
+            connector = TCPConnector(
+                limit=0,  # the client side already bounds concurrency; a pool cap only adds queueing
+                limit_per_host=0,
+                keepalive_timeout=30,
+                enable_cleanup_closed=True,
+            )
+            self._session = ClientSession(
+                connector=connector,
+                timeout=ClientTimeout(
+                    total=None, sock_connect=self.config.connect_timeout, connect=None
+                ),
+                json_serialize=lambda o: orjson.dumps(o).decode(),
+                auto_decompress=True,
+                skip_auto_headers=("User-Agent",),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+
+    def headers(self, client_auth: str | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Request headers for this upstream: its own key, or the client's only when configured."""
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if self.config.api_key:
+            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        elif self.config.forward_client_auth and client_auth:
+            headers["Authorization"] = client_auth
+        if extra:
+            headers.update(extra)
+        return headers
+
+    def url(self, path: str) -> str:
+        """`path` is relative to the OpenAI base URL, e.g. `/chat/completions`."""
+        return self.base + path
+
+    async def open(
+        self,
+        path: str,
+        body: bytes,
+        *,
+        client_auth: str | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ClientResponse:
+        """Send a POST and return the response once its headers arrived (the body is not read)."""
+        return await self.session.post(
+            self.url(path), data=body, headers=self.headers(client_auth, extra_headers)
+        )
+
+    async def get_json(self, url: str, *, timeout: float = 10.0) -> tuple[int, Any]:
+        """GET a URL on this server and parse JSON; (status, None) when the body is not JSON."""
+        async with self.session.get(
+            url, headers=self.headers(None), timeout=ClientTimeout(total=timeout)
+        ) as resp:
+            raw = await resp.read()
+            try:
+                return resp.status, orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                return resp.status, None
+
+    async def post_json(self, url: str, payload: Any, *, timeout: float = 10.0) -> tuple[int, Any]:
+        async with self.session.post(
+            url, data=orjson.dumps(payload), headers=self.headers(None),
+            timeout=ClientTimeout(total=timeout),
+        ) as resp:
+            raw = await resp.read()
+            try:
+                return resp.status, orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                return resp.status, None
+
+    async def probe(self) -> bool:
+        """Fetch the model listing; the upstream is ready when it answers 200."""
+        self.last_probe = time.time()
+        try:
+            status, data = await self.get_json(self.url("/models"))
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            self.ready = False
+            self.last_probe_error = f"unreachable: {type(exc).__name__}"
+            return False
+        self.ready = status == 200
+        self.last_probe_error = None if self.ready else f"GET /models answered {status}"
+        if self.ready and isinstance(data, dict) and isinstance(data.get("data"), list):
+            self.listing = [m for m in data["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+            self.listing_at = time.monotonic()
+        return self.ready
+
+    async def detect_kind(self) -> str:
+        """For `kind = "auto"`: ask the routes only one kind of server answers, once."""
+        if self._kind_detected:
+            return self.kind
+        probes: tuple[tuple[str, str], ...] = (
+            ("llama.cpp", "/props"),
+            ("ollama", "/api/version"),
+            ("lmstudio", "/api/v0/models"),
+            ("vllm", "/version"),
+        )
+        for kind, path in probes:
+            try:
+                status, data = await self.get_json(self.root + path, timeout=5.0)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                return self.kind  # unreachable: try again on a later request
+            if status == 200 and isinstance(data, dict) and _looks_like(kind, data):
+                self.kind = kind
+                break
+        else:
+            self.kind = "openai" if "api.openai.com" in self.base else "generic"
+        self._kind_detected = True
+        return self.kind
+
+    @property
+    def is_local(self) -> bool:
+        return self.kind in LOCAL_KINDS
+
+
+def _looks_like(kind: str, data: dict[str, Any]) -> bool:
+    if kind == "llama.cpp":
+        return "default_generation_settings" in data or "total_slots" in data
+    if kind == "ollama":
+        return "version" in data and len(data) <= 2
+    if kind == "lmstudio":
+        return isinstance(data.get("data"), list) and any(
+            isinstance(m, dict) and "state" in m for m in data["data"]
+        )
+    if kind == "vllm":
+        return "version" in data
+    return False

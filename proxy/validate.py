@@ -1,0 +1,92 @@
+"""Checks on the client's request body before anything is sent upstream.
+
+Only what latchgate itself relies on is checked (the fields it reads or changes), each failure
+naming the field and what it should be. Everything else passes through for the upstream to judge,
+so a server's own extensions keep working.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import ProxyError
+
+MessagesT = list[dict[str, Any]]
+
+
+def _bad(param: str, message: str) -> ProxyError:
+    return ProxyError(400, message, param=param, code="invalid_value")
+
+
+def _check_model(body: dict[str, Any]) -> None:
+    model = body.get("model")
+    if model is None:
+        raise ProxyError(400, "Missing required field 'model': name the model to use.",
+                         param="model", code="missing_required_parameter")
+    if not isinstance(model, str) or not model.strip():
+        raise _bad("model", "'model' must be a non-empty string naming the model to use.")
+
+
+def _check_optional(body: dict[str, Any], name: str, types: tuple[type, ...], what: str) -> None:
+    if name not in body or body[name] is None:
+        return
+    value = body[name]
+    if isinstance(value, bool) and bool not in types:
+        raise _bad(name, f"'{name}' must be {what}, not a boolean.")
+    if not isinstance(value, types):
+        raise _bad(name, f"'{name}' must be {what}, got {type(value).__name__}.")
+
+
+def check_chat(body: dict[str, Any]) -> None:
+    """Validate a chat completion request body (already known to be a JSON object)."""
+    _check_model(body)
+    messages = body.get("messages")
+    if messages is None:
+        raise ProxyError(400, "Missing required field 'messages': send the conversation as a list.",
+                         param="messages", code="missing_required_parameter")
+    if not isinstance(messages, list) or not messages:
+        raise _bad("messages", "'messages' must be a non-empty list of message objects.")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise _bad(f"messages[{i}]", f"messages[{i}] must be an object with 'role' and 'content'.")
+        if not isinstance(message.get("role"), str):
+            raise _bad(f"messages[{i}].role", f"messages[{i}].role must be a string such as \"user\".")
+    _check_optional(body, "stream", (bool,), "true or false")
+    _check_optional(body, "max_tokens", (int,), "a whole number")
+    _check_optional(body, "max_completion_tokens", (int,), "a whole number")
+    _check_optional(body, "temperature", (int, float), "a number")
+    _check_optional(body, "n", (int,), "a whole number")
+    _check_optional(body, "stream_options", (dict,), "an object")
+    _check_optional(body, "response_format", (dict,), "an object")
+    _check_optional(body, "reasoning_effort", (str,), "a string")
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            raise _bad(name, f"'{name}' must be 0 or more.")
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise _bad("tools", "'tools' must be a list of tool objects.")
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, dict):
+                raise _bad(f"tools[{i}]", f"tools[{i}] must be an object.")
+            fn = tool.get("function")
+            if tool.get("type", "function") == "function" and fn is not None and (
+                not isinstance(fn, dict) or not isinstance(fn.get("name"), str)
+            ):
+                raise _bad(f"tools[{i}].function", f"tools[{i}].function must be an object with a 'name'.")
+
+
+def check_completion(body: dict[str, Any]) -> None:
+    _check_model(body)
+    if "prompt" not in body:
+        raise ProxyError(400, "Missing required field 'prompt'.", param="prompt",
+                         code="missing_required_parameter")
+    _check_optional(body, "stream", (bool,), "true or false")
+
+
+def check_embeddings(body: dict[str, Any]) -> None:
+    _check_model(body)
+    if "input" not in body:
+        raise ProxyError(400, "Missing required field 'input': the text to embed.", param="input",
+                         code="missing_required_parameter")

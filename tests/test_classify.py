@@ -1,0 +1,316 @@
+"""classify, error_text and refused_names against every research wording, plus unseen ones."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from proxy.capabilities import ModelLatches
+from proxy.negotiate import (
+    DEFAULT_DROPPABLE,
+    Refusal,
+    classify,
+    error_text,
+    is_droppable,
+    next_effort,
+    refused_names,
+)
+from tests.refusal_cases import CASES, TOOLS, Case, openai, req
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_every_research_wording(case: Case) -> None:
+    got = classify(case.status, case.body, case.sent, droppable=DEFAULT_DROPPABLE)
+    if case.capability is None:
+        assert got is None
+        return
+    expected = Refusal(
+        case.capability,
+        fields=case.fields,
+        refused_effort=case.refused_effort,
+        next_effort=case.next_effort,
+        supported_efforts=case.supported,
+        effort_with_tools=case.effort_with_tools,
+    )
+    assert got == expected
+
+
+def test_case_names_are_unique() -> None:
+    assert len({c.name for c in CASES}) == len(CASES)
+
+
+# --- error_text --------------------------------------------------------------------------------
+
+
+def test_error_text_openai_message() -> None:
+    assert error_text(openai("Unknown parameter: 'x'.", param="x")) == "Unknown parameter: 'x'."
+
+
+def test_error_text_plain_string_error() -> None:
+    assert error_text(b'{"error":"llama3 does not support tools"}') == (
+        "llama3 does not support tools"
+    )
+
+
+def test_error_text_top_level_message_and_detail() -> None:
+    body = orjson.dumps({"object": "error", "message": "one", "detail": "two"})
+    assert error_text(body) == "one\ntwo"
+
+
+def test_error_text_gemini_array_keeps_each_element() -> None:
+    body = orjson.dumps([{"error": {"message": "first"}}, {"error": {"message": "second"}}])
+    assert error_text(body) == "first\nsecond"
+
+
+def test_error_text_openrouter_metadata_raw_is_opened() -> None:
+    raw = openai("inner words").decode()
+    body = orjson.dumps({"error": {"message": "Provider returned error", "metadata": {"raw": raw}}})
+    assert error_text(body) == f"Provider returned error\n{raw}\ninner words"
+
+
+def test_error_text_mistral_detail_items_keep_loc() -> None:
+    item = {"type": "extra_forbidden", "loc": ["body", "seed"], "msg": "Extra inputs"}
+    body = orjson.dumps({"message": {"detail": [item]}})
+    assert error_text(body) == (
+        '{"type":"extra_forbidden","loc":["body","seed"],"msg":"Extra inputs"}\nExtra inputs'
+    )
+
+
+def test_error_text_not_json_is_raw() -> None:
+    assert error_text(b"500 tools param requires --jinja flag") == (
+        "500 tools param requires --jinja flag"
+    )
+
+
+def test_error_text_invalid_utf8_does_not_raise() -> None:
+    assert error_text(b"\xff\xfe bad") == "\ufffd\ufffd bad"
+
+
+def test_error_text_json_string_body() -> None:
+    assert error_text(b'"just words"') == "just words"
+
+
+# --- refused_names: forms beyond the research -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("Unrecognized request arguments supplied: min_p, top_k", ("min_p", "top_k")),
+        ("Unrecognized request argument(s) supplied: a, b and c", ("a", "b", "c")),
+        ("Unknown parameters: 'mirostat', \"dry_multiplier\" and `xtc_probability`",
+         ("mirostat", "dry_multiplier", "xtc_probability")),
+        ("Unknown parameter: 'reasoning'.", ("reasoning",)),
+        ('Unknown name "a": Cannot find field.', ("a",)),
+        ("Unsupported parameter: 'a' is not supported with this model.", ("a",)),
+        ("does not support parameters: ['x', 'y'], for model=m", ("x", "y")),
+        ("Extra inputs are not permitted, field: 'stream_options'", ("stream_options",)),
+        ("'chat_template_kwargs.enable_thinking' is not supported",
+         ("chat_template_kwargs.enable_thinking",)),
+        ("The field `typical_p` is unknown to this server", ("typical_p",)),
+        ("unexpected field: repeat_penalty", ("repeat_penalty",)),
+        ("Unsupported param (--jinja mode required for tool call): tools", ("tools",)),
+        ("{'type': 'extra_forbidden', 'loc': ('body', 'seed'), 'msg': 'x'}", ("seed",)),
+        ('{"loc":["body","n_probs"],"msg":"Extra inputs are not permitted"}', ("n_probs",)),
+        ("1 validation error\nsamplers\n  Extra inputs are not permitted", ("samplers",)),
+        # A value error names fields but not in refusal position.
+        ("max_tokens is too large: 8192", ()),
+        ("Invalid 'user': string too long.", ()),
+        ("'x' must be positive", ()),
+        # A loc that is not an extra-field error is not a refusal of the field.
+        ("{'type': 'int_parsing', 'loc': ('body', 'seed'), 'msg': 'x'}", ()),
+        # Without a colon, bare words after a head are prose, not names.
+        ("unsupported parameter combination here", ()),
+    ],
+)
+def test_refused_names(text: str, names: tuple[str, ...]) -> None:
+    assert refused_names(text) == names
+
+
+def test_classify_unseen_wording_several_fields_one_refusal() -> None:
+    body = openai("Unknown fields: 'min_p', 'dry_multiplier' and 'mirostat_tau'")
+    sent = req(min_p=0.1, dry_multiplier=0.8, mirostat_tau=5.0, temperature=0.7)
+    assert classify(400, body, sent, droppable=DEFAULT_DROPPABLE) == Refusal(
+        "refused_field", fields=("min_p", "dry_multiplier", "mirostat_tau")
+    )
+
+
+def test_classify_dotted_name_drops_top_level_field() -> None:
+    body = openai("Unsupported parameter: 'chat_template_kwargs.enable_thinking'")
+    sent = req(chat_template_kwargs={"enable_thinking": False})
+    assert classify(400, body, sent, droppable=DEFAULT_DROPPABLE) == Refusal(
+        "refused_field", fields=("chat_template_kwargs",)
+    )
+
+
+def test_classify_field_not_sent_is_not_latched() -> None:
+    body = openai("Unrecognized request argument supplied: top_k")
+    assert classify(400, body, req(min_p=0.1), droppable=DEFAULT_DROPPABLE) is None
+
+
+def test_classify_only_droppable_fields_latch_when_mixed() -> None:
+    body = openai("Unrecognized request arguments supplied: system_prompt, top_k")
+    sent = req(system_prompt="x", top_k=3)
+    assert classify(400, body, sent, droppable=DEFAULT_DROPPABLE) == Refusal(
+        "refused_field", fields=("top_k",)
+    )
+
+
+def test_classify_config_can_add_droppable_names() -> None:
+    body = openai("Unsupported parameter: 'top_p' is not supported with this model.")
+    droppable = DEFAULT_DROPPABLE | {"top_p"}
+    assert classify(400, body, req(top_p=0.9), droppable=droppable) == Refusal(
+        "refused_field", fields=("top_p",)
+    )
+
+
+def test_classify_config_can_remove_droppable_names() -> None:
+    body = openai("Unrecognized request argument supplied: top_k")
+    droppable = DEFAULT_DROPPABLE - {"top_k"}
+    assert classify(400, body, req(top_k=3), droppable=droppable) is None
+
+
+def test_classify_field_name_matched_case_insensitively_to_sent_key() -> None:
+    body = openai("Unknown parameter: 'Top_K'")
+    assert classify(400, body, req(top_k=3), droppable=DEFAULT_DROPPABLE) == Refusal(
+        "refused_field", fields=("top_k",)
+    )
+
+
+def test_classify_tools_refusal_without_tools_sent_is_none() -> None:
+    body = openai("llama3 does not support tools")
+    assert classify(400, body, req(), droppable=DEFAULT_DROPPABLE) is None
+
+
+def test_classify_stream_options_not_sent_is_none() -> None:
+    body = openai("Unrecognized request argument supplied: stream_options")
+    assert classify(400, body, req(stream=True), droppable=DEFAULT_DROPPABLE) is None
+
+
+def test_classify_status_is_not_a_gate() -> None:
+    body = b"tools param requires --jinja flag"
+    for status in (400, 422, 500, 501):
+        got = classify(status, body, req(tools=TOOLS), droppable=DEFAULT_DROPPABLE)
+        assert got == Refusal("native_tools")
+
+
+@pytest.mark.parametrize("status", [401, 403, 429])
+def test_classify_auth_and_rate_limit_never_latch(status: int) -> None:
+    body = openai("Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                  "'max_completion_tokens' instead.")
+    assert classify(status, body, req(max_tokens=5), droppable=DEFAULT_DROPPABLE) is None
+
+
+def test_classify_grammar_rule_wins_over_tools_rule() -> None:
+    body = openai("Unable to generate parser for this template. Automatic parser generation "
+                  "failed: JSON schema conversion failed:\nUnrecognized schema: {}")
+    assert classify(400, body, req(tools=TOOLS), droppable=DEFAULT_DROPPABLE) == Refusal(
+        "strict_schemas"
+    )
+
+
+# --- the effort ladder --------------------------------------------------------------------------
+
+
+def _effort_refusal(value: str, supported: str | None = None) -> bytes:
+    text = f"Unsupported value: 'reasoning_effort' does not support '{value}' with this model."
+    if supported:
+        text += f" Supported values are: {supported}."
+    return openai(text, code="unsupported_value")
+
+
+def test_ladder_without_list_steps_to_next_rung() -> None:
+    got = classify(400, _effort_refusal("none"), req(reasoning_effort="none"))
+    assert got == Refusal("effort_value", refused_effort="none", next_effort="minimal")
+
+
+def test_ladder_skips_values_already_refused() -> None:
+    known = ModelLatches(refused_efforts={"none", "minimal"})
+    got = classify(400, _effort_refusal("low"), req(reasoning_effort="low"), known=known)
+    assert got == Refusal("effort_value", refused_effort="low", next_effort="medium")
+
+
+def test_ladder_published_list_in_refusal_order_keeps_ladder_values_only() -> None:
+    body = _effort_refusal("minimal", "'high', 'xhigh', 'medium'")
+    got = classify(400, body, req(reasoning_effort="minimal"))
+    assert got == Refusal(
+        "effort_value", refused_effort="minimal", next_effort="medium",
+        supported_efforts=("high", "medium"),
+    )
+
+
+def test_ladder_never_steps_down() -> None:
+    body = _effort_refusal("high", "'low', 'medium'")
+    assert classify(400, body, req(reasoning_effort="high")) is None
+
+
+def test_ladder_nothing_above_top_rung() -> None:
+    assert classify(400, _effort_refusal("high"), req(reasoning_effort="high")) is None
+
+
+def test_ladder_value_off_the_ladder() -> None:
+    assert classify(400, _effort_refusal("xhigh"), req(reasoning_effort="xhigh")) is None
+
+
+def test_ladder_repeated_refusal_with_nothing_new() -> None:
+    known = ModelLatches(refused_efforts={"none"})
+    assert classify(400, _effort_refusal("none"), req(reasoning_effort="none"), known=known) is None
+
+
+def test_ladder_repeated_refusal_with_a_new_list_is_new() -> None:
+    known = ModelLatches(refused_efforts={"none"})
+    body = _effort_refusal("none", "'low', 'high'")
+    got = classify(400, body, req(reasoning_effort="none"), known=known)
+    assert got == Refusal(
+        "effort_value", refused_effort="none", next_effort="low", supported_efforts=("low", "high")
+    )
+
+
+def test_ladder_uses_held_list_when_refusal_gives_none() -> None:
+    known = ModelLatches(supported_efforts=["medium", "high"])
+    got = classify(400, _effort_refusal("low"), req(reasoning_effort="low"), known=known)
+    assert got == Refusal("effort_value", refused_effort="low", next_effort="medium")
+
+
+def test_ladder_value_taken_from_sent_body_when_text_names_none() -> None:
+    body = openai("reasoning_effort: Input should be 'low', 'medium' or 'high'")
+    got = classify(400, body, req(reasoning_effort="minimal"))
+    assert got == Refusal(
+        "effort_value", refused_effort="minimal", next_effort="low",
+        supported_efforts=("low", "medium", "high"),
+    )
+
+
+def test_ollama_invalid_value_with_list_steps_up() -> None:
+    body = openai('invalid reasoning value: "none" (must be "low", "medium", or "high")')
+    got = classify(400, body, req(reasoning_effort="none"))
+    assert got == Refusal(
+        "effort_value", refused_effort="none", next_effort="low",
+        supported_efforts=("low", "medium", "high"),
+    )
+
+
+def test_next_effort() -> None:
+    assert next_effort("none", ("minimal", "low"), {"none"}) == "minimal"
+    assert next_effort("low", ("high", "medium", "none"), {"low", "medium"}) == "high"
+    assert next_effort("high", ("none", "low"), set()) is None
+
+
+# --- droppable ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "droppable"),
+    [
+        ("top_k", True), ("mirostat", True), ("mirostat_eta", True), ("dry_base", True),
+        ("xtc_threshold", True), ("seed", True), ("model", False), ("messages", False),
+        ("stream", False), ("tools", False), ("tool_choice", False), ("response_format", False),
+        ("n", False), ("stop", False), ("top_p", False), ("dry", False), ("xtc", False),
+    ],
+)
+def test_is_droppable_default(name: str, droppable: bool) -> None:
+    assert is_droppable(name, DEFAULT_DROPPABLE) is droppable
+
+
+def test_is_droppable_never_for_protected_names_even_if_configured() -> None:
+    assert is_droppable("tools", frozenset({"tools", "t*"})) is False
