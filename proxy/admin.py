@@ -30,14 +30,20 @@ def _require_admin(request: web.Request) -> Proxy:
     proxy = _proxy(request)
     key = proxy.settings.admin_key
     if not key:
-        raise ProxyError(403, "Admin routes are off: start latchgate with LATCHGATE_ADMIN_KEY set "
-                         "(or server.admin_key_env in the config) to use them.",
-                         code="admin_disabled")
+        raise ProxyError(
+            403,
+            "Admin routes are off: start latchgate with LATCHGATE_ADMIN_KEY set "
+            "(or server.admin_key_env in the config) to use them.",
+            code="admin_disabled",
+        )
     auth = request.headers.get("Authorization", "")
     given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
     if not given or not hmac.compare_digest(given.encode(), key.encode()):
-        raise ProxyError(401, "Missing or wrong admin key: send 'Authorization: Bearer <admin key>'.",
-                         code="invalid_admin_key")
+        raise ProxyError(
+            401,
+            "Missing or wrong admin key: send 'Authorization: Bearer <admin key>'.",
+            code="invalid_admin_key",
+        )
     return proxy
 
 
@@ -46,8 +52,12 @@ def _eid_for(proxy: Proxy, upstream: str | None) -> str | None:
         return None
     if upstream in proxy.upstreams:
         return proxy.upstreams[upstream].endpoint_id
-    raise ProxyError(404, f"No upstream named {upstream!r}; names: {', '.join(proxy.upstreams)}.",
-                     param="upstream", code="unknown_upstream")
+    raise ProxyError(
+        404,
+        f"No upstream named {upstream!r}; names: {', '.join(proxy.upstreams)}.",
+        param="upstream",
+        code="unknown_upstream",
+    )
 
 
 async def _params(request: web.Request) -> dict[str, str]:
@@ -86,8 +96,9 @@ async def expire_latches(request: web.Request) -> web.StreamResponse:
     params = await _params(request)
     raw = params.get("older_than")
     if not raw:
-        raise ProxyError(400, "Say how old: older_than=DURATION such as 7d, 12h or 3600s.",
-                         param="older_than")
+        raise ProxyError(
+            400, "Say how old: older_than=DURATION such as 7d, 12h or 3600s.", param="older_than"
+        )
     try:
         seconds = parse_duration(raw)
     except ValueError as exc:

@@ -35,6 +35,7 @@ from .validate import check_chat, check_completion, check_embeddings
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
+
 class Proxy:
     """Everything a running latchgate holds: upstreams, latches, metrics, the pipeline."""
 
@@ -53,7 +54,9 @@ class Proxy:
         self._save_lock = asyncio.Lock()
 
     def _count_attempt(self, job: Job, status: str) -> None:
-        self.metrics.upstream_attempt(upstream=job.upstream.name, model=job.events.model, status=status)
+        self.metrics.upstream_attempt(
+            upstream=job.upstream.name, model=job.events.model, status=status
+        )
 
     # -- latches persistence --------------------------------------------------------------
     def load_state(self) -> None:
@@ -78,7 +81,9 @@ class Proxy:
             try:
                 await asyncio.to_thread(save_file, path, snapshot)
             except OSError as exc:
-                self.log.error("state_file", message=f"could not save latches: {exc}", path=str(path))
+                self.log.error(
+                    "state_file", message=f"could not save latches: {exc}", path=str(path)
+                )
 
     def refresh_latch_gauge(self) -> None:
         names = {u.endpoint_id: u.name for u in self.upstreams.values()}
@@ -116,6 +121,7 @@ PROXY_KEY = web.AppKey("proxy", Proxy)
 
 # -- middleware ---------------------------------------------------------------------------
 
+
 def _bearer(request: web.Request) -> str | None:
     auth = request.headers.get("Authorization", "")
     if auth[:7].lower() == "bearer ":
@@ -137,7 +143,7 @@ _OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Turn every error into an OpenAI-shaped one; nothing escapes as an HTML page or a traceback."""
+    """Turn every error into an OpenAI-shaped one: never an HTML page or a traceback."""
     try:
         return await handler(request)
     except ProxyError as exc:
@@ -150,11 +156,19 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             code="request_too_large",
         )
     except web.HTTPNotFound:
-        return error_response(404, f"No route {request.path}; latchgate serves /v1/chat/completions, "
-                              "/v1/completions, /v1/embeddings and /v1/models.", code="unknown_url")
+        return error_response(
+            404,
+            f"No route {request.path}; latchgate serves /v1/chat/completions, "
+            "/v1/completions, /v1/embeddings and /v1/models.",
+            code="unknown_url",
+        )
     except web.HTTPMethodNotAllowed as exc:
-        return error_response(405, f"{request.method} is not allowed on {request.path}; use "
-                              f"{', '.join(sorted(exc.allowed_methods))}.", code="method_not_allowed")
+        return error_response(
+            405,
+            f"{request.method} is not allowed on {request.path}; use "
+            f"{', '.join(sorted(exc.allowed_methods))}.",
+            code="method_not_allowed",
+        )
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -164,8 +178,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except Exception as exc:  # the last line of defence: log it, answer 500 in OpenAI's shape
         proxy = request.app[PROXY_KEY]
         proxy.log.exception("unhandled", path=request.path, error=type(exc).__name__)
-        return error_response(500, "latchgate hit an internal error handling this request; it was "
-                              "logged. Retry, and report it if it repeats.", type="server_error")
+        return error_response(
+            500,
+            "latchgate hit an internal error handling this request; it was "
+            "logged. Retry, and report it if it repeats.",
+            type="server_error",
+        )
 
 
 @web.middleware
@@ -186,25 +204,41 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
 
 # -- handlers -----------------------------------------------------------------------------
 
+
 async def _read_json(request: web.Request) -> tuple[bytes, dict[str, Any]]:
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise
-    except (ValueError, UnicodeError, OSError, aiohttp.ClientPayloadError,
-            web_protocol.RequestPayloadError) as exc:
-        raise ProxyError(400, f"Could not read the request body ({type(exc).__name__}); send "
-                         "plain or gzip-encoded JSON.", code="invalid_body") from None
+    except (
+        ValueError,
+        UnicodeError,
+        OSError,
+        aiohttp.ClientPayloadError,
+        web_protocol.RequestPayloadError,
+    ) as exc:
+        raise ProxyError(
+            400,
+            f"Could not read the request body ({type(exc).__name__}); send "
+            "plain or gzip-encoded JSON.",
+            code="invalid_body",
+        ) from None
     if not raw.strip():
         raise ProxyError(400, "The request body is empty; send a JSON object.", code="invalid_json")
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise ProxyError(400, f"The request body is not valid UTF-8 JSON ({exc}). Send a JSON "
-                         "object.", code="invalid_json") from None
+        raise ProxyError(
+            400,
+            f"The request body is not valid UTF-8 JSON ({exc}). Send a JSON object.",
+            code="invalid_json",
+        ) from None
     if not isinstance(body, dict):
-        raise ProxyError(400, f"The request body must be a JSON object, not a "
-                         f"{type(body).__name__}.", code="invalid_json")
+        raise ProxyError(
+            400,
+            f"The request body must be a JSON object, not a {type(body).__name__}.",
+            code="invalid_json",
+        )
     return raw, body
 
 
@@ -213,9 +247,14 @@ def _job(request: web.Request, route: str, path: str, raw: bytes, body: dict[str
     model = body["model"]
     name = proxy.router.route(model)
     if name is None:
-        raise ProxyError(404, f"The model {model!r} does not exist here: no upstream serves it. "
-                         "GET /v1/models lists the models this proxy can route.",
-                         type="invalid_request_error", param="model", code="model_not_found")
+        raise ProxyError(
+            404,
+            f"The model {model!r} does not exist here: no upstream serves it. "
+            "GET /v1/models lists the models this proxy can route.",
+            type="invalid_request_error",
+            param="model",
+            code="model_not_found",
+        )
     upstream = proxy.upstreams[name]
     events = RequestEvents(
         request_id=new_request_id(request.headers.get("x-request-id")),
@@ -235,7 +274,9 @@ def _job(request: web.Request, route: str, path: str, raw: bytes, body: dict[str
     )
 
 
-async def _run(request: web.Request, job: Job, runner: Callable[[], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+async def _run(
+    request: web.Request, job: Job, runner: Callable[[], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
     proxy = request.app[PROXY_KEY]
     name = job.upstream.name
     model = proxy.metrics.model_label(job.events.model)
@@ -247,16 +288,31 @@ async def _run(request: web.Request, job: Job, runner: Callable[[], Awaitable[we
         duration = time.perf_counter() - job.started
         overhead = max(0.0, duration - job.upstream_wait)
         status = job.status or 500
-        proxy.metrics.request_done(upstream=name, model=model, route=job.route, stream=job.stream,
-                                   status=status, duration=duration, overhead=overhead)
+        proxy.metrics.request_done(
+            upstream=name,
+            model=model,
+            route=job.route,
+            stream=job.stream,
+            status=status,
+            duration=duration,
+            overhead=overhead,
+        )
         if job.first_token_at is not None:
-            proxy.metrics.first_token(upstream=name, model=model,
-                                      seconds=job.first_token_at - job.started)
+            proxy.metrics.first_token(
+                upstream=name, model=model, seconds=job.first_token_at - job.started
+            )
         tokens = _token_counts(job.usage)
         if tokens:
             proxy.metrics.tokens(upstream=name, model=model, **tokens)
-        logs.request_line(job.events, status=status, duration=duration, attempts=job.attempts,
-                          route=job.route, stream=job.stream, tokens=tokens)
+        logs.request_line(
+            job.events,
+            status=status,
+            duration=duration,
+            attempts=job.attempts,
+            route=job.route,
+            stream=job.stream,
+            tokens=tokens,
+        )
         if job.state.get("latched"):
             await proxy.save_state()
 
@@ -273,8 +329,11 @@ def _token_counts(usage: dict[str, Any] | None) -> dict[str, int] | None:
     if isinstance(details, dict):
         cached = num(details.get("cached_tokens"))
     cached = cached or num(usage.get("prompt_cache_hit_tokens"))
-    return {"prompt": num(usage.get("prompt_tokens")),
-            "completion": num(usage.get("completion_tokens")), "cached": cached}
+    return {
+        "prompt": num(usage.get("prompt_tokens")),
+        "completion": num(usage.get("completion_tokens")),
+        "cached": cached,
+    }
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -303,20 +362,25 @@ async def embeddings(request: web.Request) -> web.StreamResponse:
 
 
 async def _listing(proxy: Proxy) -> list[dict[str, Any]]:
-    stale = [u for u in proxy.upstreams.values()
-             if not u.listing or time.monotonic() - u.listing_at > proxy.settings.probe_interval]
+    stale = [
+        u
+        for u in proxy.upstreams.values()
+        if not u.listing or time.monotonic() - u.listing_at > proxy.settings.probe_interval
+    ]
     if stale:
         await asyncio.gather(*(u.probe() for u in stale))
     windows = proxy.layer.known_windows()
-    return merge_listings(((u.name, u.listing) for u in proxy.upstreams.values()),
-                          proxy.router, windows)
+    return merge_listings(
+        ((u.name, u.listing) for u in proxy.upstreams.values()), proxy.router, windows
+    )
 
 
 async def list_models(request: web.Request) -> web.StreamResponse:
     proxy = request.app[PROXY_KEY]
     data = await _listing(proxy)
-    return web.Response(body=orjson.dumps({"object": "list", "data": data}),
-                        content_type="application/json")
+    return web.Response(
+        body=orjson.dumps({"object": "list", "data": data}), content_type="application/json"
+    )
 
 
 async def get_model(request: web.Request) -> web.StreamResponse:
@@ -325,8 +389,13 @@ async def get_model(request: web.Request) -> web.StreamResponse:
     for item in await _listing(proxy):
         if item["id"] == model_id:
             return web.Response(body=orjson.dumps(item), content_type="application/json")
-    raise ProxyError(404, f"The model {model_id!r} does not exist here. GET /v1/models lists the "
-                     "models this proxy can route.", param="model", code="model_not_found")
+    raise ProxyError(
+        404,
+        f"The model {model_id!r} does not exist here. GET /v1/models lists the "
+        "models this proxy can route.",
+        param="model",
+        code="model_not_found",
+    )
 
 
 async def healthz(_request: web.Request) -> web.StreamResponse:
@@ -337,12 +406,15 @@ async def readyz(request: web.Request) -> web.StreamResponse:
     proxy = request.app[PROXY_KEY]
     if any(u.last_probe is None for u in proxy.upstreams.values()):
         await proxy.probe_all()
-    upstreams = {u.name: {"ready": u.ready, "error": u.last_probe_error}
-                 for u in proxy.upstreams.values()}
+    upstreams = {
+        u.name: {"ready": u.ready, "error": u.last_probe_error} for u in proxy.upstreams.values()
+    }
     ready = all(u.ready for u in proxy.upstreams.values())
-    return web.Response(status=200 if ready else 503, content_type="application/json",
-                        body=orjson.dumps({"status": "ready" if ready else "not ready",
-                                           "upstreams": upstreams}))
+    return web.Response(
+        status=200 if ready else 503,
+        content_type="application/json",
+        body=orjson.dumps({"status": "ready" if ready else "not ready", "upstreams": upstreams}),
+    )
 
 
 async def metrics_route(request: web.Request) -> web.StreamResponse:

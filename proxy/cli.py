@@ -78,23 +78,58 @@ def serve_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"latchgate {__version__}")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--upstream", metavar="URL",
-                     help="serve this one upstream (its OpenAI base URL, e.g. http://127.0.0.1:8080/v1) for every model")
-    src.add_argument("--config", metavar="FILE", type=Path,
-                     help="TOML config with [server] and [[upstreams]] (see latchgate.example.toml)")
-    p.add_argument("--name", default="default", help="name of the --upstream (metrics, logs); default: default")
-    p.add_argument("--kind", choices=KINDS, default="auto",
-                   help="server kind of the --upstream; default: auto (detected)")
-    p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the --upstream's key")
-    p.add_argument("--host", help="address to bind; default 127.0.0.1 (other addresses require client keys)")
+    src.add_argument(
+        "--upstream",
+        metavar="URL",
+        help="serve this one upstream (its OpenAI base URL, e.g. "
+        "http://127.0.0.1:8080/v1) for every model",
+    )
+    src.add_argument(
+        "--config",
+        metavar="FILE",
+        type=Path,
+        help="TOML config with [server] and [[upstreams]] (see latchgate.example.toml)",
+    )
+    p.add_argument(
+        "--name", default="default", help="name of the --upstream (metrics, logs); default: default"
+    )
+    p.add_argument(
+        "--kind",
+        choices=KINDS,
+        default="auto",
+        help="server kind of the --upstream; default: auto (detected)",
+    )
+    p.add_argument(
+        "--api-key-env", metavar="VAR", help="environment variable holding the --upstream's key"
+    )
+    p.add_argument(
+        "--host", help="address to bind; default 127.0.0.1 (other addresses require client keys)"
+    )
     p.add_argument("--port", type=int, help="port to bind; default 8787")
-    p.add_argument("--state-file", type=Path, metavar="PATH",
-                   help=f"where latches are kept across restarts; default ./{DEFAULT_STATE}")
-    p.add_argument("--retries", type=_count, metavar="N", help="retry budget per request for --upstream; default 2")
-    p.add_argument("--idle-timeout", type=_positive_float, metavar="SECONDS",
-                   help="longest silence mid-stream before the stream is cut; default 60, 0 disables")
-    p.add_argument("--first-token-timeout", type=_positive_float, metavar="SECONDS",
-                   help="longest wait for the first token; default 5 x idle timeout, 0 disables")
+    p.add_argument(
+        "--state-file",
+        type=Path,
+        metavar="PATH",
+        help=f"where latches are kept across restarts; default ./{DEFAULT_STATE}",
+    )
+    p.add_argument(
+        "--retries",
+        type=_count,
+        metavar="N",
+        help="retry budget per request for --upstream; default 2",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="longest silence mid-stream before the stream is cut; default 60, 0 disables",
+    )
+    p.add_argument(
+        "--first-token-timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="longest wait for the first token; default 5 x idle timeout, 0 disables",
+    )
     p.add_argument("--log-level", choices=LOG_LEVELS, help="default info")
     return p
 
@@ -104,8 +139,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     if args.config is not None:
         settings = load_toml(args.config)
         if args.upstream_only_flags():
-            raise ConfigError("--name, --kind, --api-key-env, --retries and the timeout flags "
-                              "go with --upstream; with --config set them in the file")
+            raise ConfigError(
+                "--name, --kind, --api-key-env, --retries and the timeout flags "
+                "go with --upstream; with --config set them in the file"
+            )
     elif args.upstream is not None:
         raw: dict[str, object] = {"name": args.name, "base_url": args.upstream, "kind": args.kind}
         if args.api_key_env:
@@ -138,9 +175,14 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def _upstream_only_flags(args: argparse.Namespace) -> bool:
-    return bool(args.name != "default" or args.kind != "auto" or args.api_key_env
-                or args.retries is not None or args.idle_timeout is not None
-                or args.first_token_timeout is not None)
+    return bool(
+        args.name != "default"
+        or args.kind != "auto"
+        or args.api_key_env
+        or args.retries is not None
+        or args.idle_timeout is not None
+        or args.first_token_timeout is not None
+    )
 
 
 def serve(settings: Settings) -> None:
@@ -167,8 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         serve(settings)
     except OSError as exc:
-        print(f"latchgate: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}",
-              file=sys.stderr)
+        print(
+            f"latchgate: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         pass
@@ -179,4 +223,4 @@ def dump_json(data: object) -> str:
     return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
 
 
-__all__ = ["main", "serve_parser", "settings_from_args", "UpstreamConfig", "asyncio"]
+__all__ = ["UpstreamConfig", "asyncio", "main", "serve_parser", "settings_from_args"]

@@ -164,7 +164,7 @@ def parse_upstream(raw: object, where: str) -> UpstreamConfig:
         )
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise ConfigError(f"{where}.name: expected a non-empty name such as \"local\"")
+        raise ConfigError(f'{where}.name: expected a non-empty name such as "local"')
     up = UpstreamConfig(name=name, base_url=_check_url(f"{where}.base_url", raw.get("base_url")))
     up.kind = _choice(f"{where}.kind", raw.get("kind", "auto"), KINDS)
     up.api_key_env, up.api_key = _env_key(f"{where}.api_key_env", raw.get("api_key_env"))
@@ -181,15 +181,21 @@ def parse_upstream(raw: object, where: str) -> UpstreamConfig:
         if key in raw:
             setattr(up, key, float(_num(f"{where}.{key}", raw[key])))
     if "first_token_timeout" in raw:
-        up.first_token_timeout = float(_num(f"{where}.first_token_timeout", raw["first_token_timeout"]))
+        up.first_token_timeout = float(
+            _num(f"{where}.first_token_timeout", raw["first_token_timeout"])
+        )
     if "holdback_limit" in raw:
-        up.holdback_limit = _num(f"{where}.holdback_limit", raw["holdback_limit"], minimum=64, integer=True)
+        up.holdback_limit = _num(
+            f"{where}.holdback_limit", raw["holdback_limit"], minimum=64, integer=True
+        )
     up.schema_mode = _choice(f"{where}.schema_mode", raw.get("schema_mode", "auto"), SCHEMA_MODES)
     windows = raw.get("context_length", {})
     if not isinstance(windows, dict):
         raise ConfigError(f"{where}.context_length: expected a table of model = window")
     for model, window in windows.items():
-        up.context_length[model] = _num(f"{where}.context_length.{model}", window, minimum=1, integer=True)
+        up.context_length[model] = _num(
+            f"{where}.context_length.{model}", window, minimum=1, integer=True
+        )
     for key in ("droppable_add", "droppable_remove"):
         if key in raw:
             setattr(up, key, _str_list(f"{where}.{key}", raw[key]))
@@ -200,7 +206,9 @@ def _unique_names(upstreams: list[UpstreamConfig]) -> None:
     seen: set[str] = set()
     for up in upstreams:
         if up.name in seen:
-            raise ConfigError(f"upstreams: the name {up.name!r} is used twice; names must be unique")
+            raise ConfigError(
+                f"upstreams: the name {up.name!r} is used twice; names must be unique"
+            )
         seen.add(up.name)
 
 
@@ -237,7 +245,9 @@ _SERVER_KEYS = {
 }  # fmt: skip
 
 
-def apply_server_table(settings: Settings, server: dict[str, Any], *, base_dir: Path | None) -> None:
+def apply_server_table(
+    settings: Settings, server: dict[str, Any], *, base_dir: Path | None
+) -> None:
     unknown = sorted(set(server) - _SERVER_KEYS)
     if unknown:
         raise ConfigError(
@@ -262,13 +272,19 @@ def apply_server_table(settings: Settings, server: dict[str, Any], *, base_dir: 
     if "admin_key_env" in server:
         _, settings.admin_key = _env_key("server.admin_key_env", server["admin_key_env"])
     if "max_body_bytes" in server:
-        settings.max_body_bytes = _num("server.max_body_bytes", server["max_body_bytes"], minimum=1024, integer=True)
+        settings.max_body_bytes = _num(
+            "server.max_body_bytes", server["max_body_bytes"], minimum=1024, integer=True
+        )
     if "log_level" in server:
         settings.log_level = _choice("server.log_level", server["log_level"], LOG_LEVELS)
     if "probe_interval" in server:
-        settings.probe_interval = float(_num("server.probe_interval", server["probe_interval"], minimum=1))
+        settings.probe_interval = float(
+            _num("server.probe_interval", server["probe_interval"], minimum=1)
+        )
     if "model_label_cap" in server:
-        settings.model_label_cap = _num("server.model_label_cap", server["model_label_cap"], minimum=1, integer=True)
+        settings.model_label_cap = _num(
+            "server.model_label_cap", server["model_label_cap"], minimum=1, integer=True
+        )
 
 
 def load_toml(path: Path) -> Settings:

@@ -59,9 +59,7 @@ def error_response(
 ) -> web.Response:
     """A JSON error response in OpenAI's shape."""
     body = orjson.dumps(error_body(status, message, type=type, param=param, code=code))
-    return web.Response(
-        status=status, body=body, content_type="application/json", headers=headers
-    )
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
 
 
 class ProxyError(Exception):
@@ -100,6 +98,6 @@ class ProxyError(Exception):
 
 
 def sse_error_event(status: int, message: str, *, code: str | None = None) -> bytes:
-    """An SSE `data:` event carrying an OpenAI error, which makes the openai SDK raise mid-stream."""
+    """An SSE `data:` event carrying an OpenAI error: the openai SDK raises it mid-stream."""
     payload = error_body(status, message, code=code)
     return b"data: " + orjson.dumps(payload) + b"\n\n"

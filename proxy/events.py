@@ -65,9 +65,7 @@ class RequestEvents:
             listener(self, event)
         return event
 
-    def emit(
-        self, kind: str, notice: str, count: int = 1, **labels: str
-    ) -> Event:
+    def emit(self, kind: str, notice: str, count: int = 1, **labels: str) -> Event:
         """Shorthand for `add(Event(kind, notice, labels, count))`."""
         return self.add(Event(kind, notice, dict(labels), count))
 

@@ -20,9 +20,12 @@ from .timespec import parse_duration
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="latchgate latches",
-                                description="Operate on the latches in a state file.")
-    p.add_argument("--config", type=Path, help="config file (for its state_file and upstream names)")
+    p = argparse.ArgumentParser(
+        prog="latchgate latches", description="Operate on the latches in a state file."
+    )
+    p.add_argument(
+        "--config", type=Path, help="config file (for its state_file and upstream names)"
+    )
     p.add_argument("--state-file", type=Path, help="state file; default ./latchgate-state.json")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("show", help="print the latches as JSON")
@@ -61,15 +64,21 @@ def main(argv: list[str]) -> int:
         state = state or Path("latchgate-state.json")
         store = _load(state)
         if args.command == "show":
-            print(orjson.dumps({"state_file": str(state), "endpoints": store.describe()},
-                               option=orjson.OPT_INDENT_2).decode())
+            print(
+                orjson.dumps(
+                    {"state_file": str(state), "endpoints": store.describe()},
+                    option=orjson.OPT_INDENT_2,
+                ).decode()
+            )
             return 0
         if args.command == "reset":
             eid = None
             if args.upstream is not None:
                 if args.upstream not in names:
-                    raise ConfigError(f"--upstream {args.upstream!r}: not an upstream in the "
-                                      "config; pass --config with the file that names it")
+                    raise ConfigError(
+                        f"--upstream {args.upstream!r}: not an upstream in the "
+                        "config; pass --config with the file that names it"
+                    )
                 eid = names[args.upstream]
             removed = store.reset(eid, args.model)
             save_file(state, store.to_snapshot())

@@ -10,7 +10,6 @@ that gives them the request's context (its upstream, latches and settings).
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -19,7 +18,7 @@ import orjson
 from . import events as ev
 from .errors import ProxyError
 from .negotiate import DEFAULT_DROPPABLE, build_body, classify, client_wants_usage
-from .overflow import is_overflow, overflow_message
+from .overflow import is_overflow, overflow_message, reported_window
 from .pipeline import Decision, Job, StreamProcessor, upstream_error_body
 from .retry import RetryPolicy, Transient, classify_status, next_wait
 from .schemas import SchemaContradiction, apply_to_request, find_contradictions
@@ -98,7 +97,7 @@ class AgentLayer:
         job.state["chars"] = chars
         try:
             window = await self.windows(up).window(job.events.model)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             window = None  # the probe failed: it is asked again next time; no check this time
         if window is None:
             return None
@@ -108,8 +107,9 @@ class AgentLayer:
             return None
         job.events.emit(ev.OVERFLOW, "", where="preflight")
         body = overflow_body(message)["error"]
-        return ProxyError(400, body["message"], type=body["type"], param=body["param"],
-                          code=body["code"])
+        return ProxyError(
+            400, body["message"], type=body["type"], param=body["param"], code=body["code"]
+        )
 
     def prepare(self, job: Job) -> tuple[dict[str, Any], bytes]:
         if job.route != "chat":
@@ -122,20 +122,30 @@ class AgentLayer:
         for name in built.dropped:
             if name not in job.dropped:
                 job.dropped.append(name)
-                job.events.emit(ev.FIELD_DROPPED, f"Removed '{name}': {up.name} refuses it for "
-                                f"{model}.", field=name)
+                job.events.emit(
+                    ev.FIELD_DROPPED,
+                    f"Removed '{name}': {up.name} refuses it for {model}.",
+                    field=name,
+                )
         for notice in built.notices:
             job.events.emit(ev.INFO, notice)
         if built.structured_in_words and not job.state.get("in_words"):
             job.state["in_words"] = True
-            job.events.emit(ev.STRUCTURED_IN_WORDS, f"{model} on {up.name} takes no "
-                            "response_format; the JSON schema was asked for in the system prompt.")
-        result = apply_to_request(built.body, mode=self.schema_mode(up),
-                                  relaxed=not endpoint.strict_schemas)
+            job.events.emit(
+                ev.STRUCTURED_IN_WORDS,
+                f"{model} on {up.name} takes no "
+                "response_format; the JSON schema was asked for in the system prompt.",
+            )
+        result = apply_to_request(
+            built.body, mode=self.schema_mode(up), relaxed=not endpoint.strict_schemas
+        )
         if result.relaxed and not job.state.get("relaxed"):
             job.state["relaxed"] = True
-            job.events.emit(ev.SCHEMAS_RELAXED, f"Schemas sent relaxed (no pattern or format) "
-                            f"because {up.name} cannot build a grammar from them.")
+            job.events.emit(
+                ev.SCHEMAS_RELAXED,
+                f"Schemas sent relaxed (no pattern or format) "
+                f"because {up.name} cannot build a grammar from them.",
+            )
         for notice in result.notices:
             job.events.emit(ev.SCHEMA_FIXED, notice)
         body = result.body
@@ -160,6 +170,9 @@ class AgentLayer:
         up, model = job.upstream, job.events.model
         if is_overflow(status, raw):
             job.events.emit(ev.OVERFLOW, "", where="upstream")
+            reported = reported_window(raw)  # llama.cpp says its n_ctx: refuse early next time
+            if reported:
+                self.windows(up).learn(model, reported)
             return Decision.give(400, overflow_body(overflow_message(raw)))
         resends = job.state.get("resends", 0)
         if resends >= MAX_RESENDS:
@@ -170,8 +183,9 @@ class AgentLayer:
         ):
             job.state["resends"] = resends + 1
             job.state["latched"] = True
-            job.events.emit(ev.REFUSAL, refusal.notice(model, up.name),
-                            capability=refusal.capability)
+            job.events.emit(
+                ev.REFUSAL, refusal.notice(model, up.name), capability=refusal.capability
+            )
             self.proxy.refresh_latch_gauge()
             return Decision("resend", reason="latched")
         if refusal is not None and self.proxy.store.generation != job.state.get("generation"):
@@ -192,12 +206,19 @@ class AgentLayer:
             "timeout": "did not answer in time",
             "silent": "went silent before the first token",
         }.get(reason, "failed")
-        return Decision.give(status, {"error": {
-            "message": f"The upstream {job.upstream.name} {what} ({detail}) after "
-                       f"{job.attempts} attempt(s). Check that the server is up, or raise its "
-                       "timeouts or retry budget.",
-            "type": "upstream_error", "param": None,
-            "code": "upstream_timeout" if status == 504 else "upstream_unreachable"}})
+        return Decision.give(
+            status,
+            {
+                "error": {
+                    "message": f"The upstream {job.upstream.name} {what} ({detail}) after "
+                    f"{job.attempts} attempt(s). Check that the server is up, or raise its "
+                    "timeouts or retry budget.",
+                    "type": "upstream_error",
+                    "param": None,
+                    "code": "upstream_timeout" if status == 504 else "upstream_unreachable",
+                }
+            },
+        )
 
     def _retry(self, job: Job, transient: Transient) -> Decision | None:
         if job.content_started:
@@ -211,13 +232,21 @@ class AgentLayer:
         if transient.reason == "loading":
             job.state["loading_waited"] = waited + wait
             if not waited:
-                job.events.emit(ev.RETRY, f"{job.upstream.name} is loading the model; waiting "
-                                f"up to {cfg.loading_timeout:g} s.", reason="loading")
+                job.events.emit(
+                    ev.RETRY,
+                    f"{job.upstream.name} is loading the model; waiting "
+                    f"up to {cfg.loading_timeout:g} s.",
+                    reason="loading",
+                )
         else:
             job.retries += 1
-            job.events.emit(ev.RETRY, f"Retry {job.retries} of {cfg.retries} on "
-                            f"{job.upstream.name} after {transient.reason} "
-                            f"(waiting {wait:.2f} s).", reason=transient.reason)
+            job.events.emit(
+                ev.RETRY,
+                f"Retry {job.retries} of {cfg.retries} on "
+                f"{job.upstream.name} after {transient.reason} "
+                f"(waiting {wait:.2f} s).",
+                reason=transient.reason,
+            )
         return Decision("retry", wait=wait, reason=transient.reason)
 
     # -- on the way back --------------------------------------------------------------------
@@ -238,8 +267,9 @@ class AgentLayer:
         changed: dict[str, Any] | None = None
         if job.state.get("in_words"):
             changed = _json_from_words(body)
-        new, events = process_response(changed or body, self._tools(job),
-                                       recover=job.upstream.config.recover_tool_calls)
+        new, events = process_response(
+            changed or body, self._tools(job), recover=job.upstream.config.recover_tool_calls
+        )
         for event in events:
             job.events.add(event)
         return new if new is not None else changed
@@ -248,8 +278,12 @@ class AgentLayer:
         tools = self._tools(job)
         if tools is not None:
             cfg = job.upstream.config
-            return _Events(StreamToolProcessor(tools, recover=cfg.recover_tool_calls,
-                                               holdback_limit=cfg.holdback_limit), job)
+            return _Events(
+                StreamToolProcessor(
+                    tools, recover=cfg.recover_tool_calls, holdback_limit=cfg.holdback_limit
+                ),
+                job,
+            )
         if job.state.get("in_words"):
             return JsonInWordsStream()
         return None
@@ -268,7 +302,7 @@ class _Events:
         return self.inner.content_started
 
     def _drain(self) -> None:
-        for event in self.inner.events[self._seen:]:
+        for event in self.inner.events[self._seen :]:
             self.job.events.add(event)
         self._seen = len(self.inner.events)
 
@@ -308,9 +342,11 @@ class JsonInWordsStream:
                 self._text.append(delta["content"])
             if isinstance(choice, dict) and choice.get("finish_reason"):
                 self._finish = choice["finish_reason"]
-            rest = {k: v for k, v in (delta or {}).items() if k != "content"}
+            rest = {k: v for k, v in (delta if isinstance(delta, dict) else {}).items() if k != "content"}
             if rest.get("role") and not self.content_started:
-                out.append({**chunk, "choices": [{"index": 0, "delta": rest, "finish_reason": None}]})
+                out.append(
+                    {**chunk, "choices": [{"index": 0, "delta": rest, "finish_reason": None}]}
+                )
         return out
 
     def finish(self) -> list[dict[str, Any]]:
@@ -321,8 +357,14 @@ class JsonInWordsStream:
         self.content_started = True
         base = {k: v for k, v in self._last.items() if k not in ("choices", "usage")}
         return [
-            {**base, "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}]},
-            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": self._finish or "stop"}]},
+            {
+                **base,
+                "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}],
+            },
+            {
+                **base,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": self._finish or "stop"}],
+            },
         ]
 
 
@@ -335,7 +377,7 @@ def _json_from_words(body: dict[str, Any]) -> dict[str, Any] | None:
     for choice in choices:
         message = choice.get("message") if isinstance(choice, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str):
+        if isinstance(message, dict) and isinstance(content, str):
             extracted = extract_json(content)
             if extracted is not None and extracted != content:
                 choice = {**choice, "message": {**message, "content": extracted}}
@@ -359,7 +401,8 @@ def _contradiction(body: dict[str, Any]) -> ProxyError | None:
                 f"Tool {fn.get('name')!r} has an impossible schema: '{keyword}' at {path or '/'} "
                 "contradicts its counterpart (the minimum is above the maximum). Fix the bound; "
                 "no value can satisfy it.",
-                param="tools", code="invalid_tool_schema",
+                param="tools",
+                code="invalid_tool_schema",
             )
     return None
 

@@ -79,7 +79,8 @@ class Job:
 class StreamProcessor(Protocol):
     """Turns each upstream chunk into the chunks the client should get (see proxy.toolstream)."""
 
-    content_started: bool
+    @property
+    def content_started(self) -> bool: ...
 
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]: ...
 
@@ -122,7 +123,7 @@ def new_request_id(given: str | None) -> str:
 
 
 def _header_safe(text: str) -> str:
-    """A header value: one line, ASCII (non-ASCII escaped, since headers are Latin-1 on the wire)."""
+    """A header value: one line, ASCII (non-ASCII escaped; headers are Latin-1 on the wire)."""
     flat = " ".join(text.split())
     return flat.encode("ascii", "backslashreplace").decode("ascii")[:1000]
 
@@ -225,7 +226,9 @@ class Pipeline:
             resp = await job.upstream.open(job.path, payload, client_auth=job.client_auth)
         except (aiohttp.ClientConnectionError, OSError) as exc:
             self.on_attempt(job, "error")
-            raise _Retry(self.layer.on_failure(job, "connect", f"{type(exc).__name__}: {exc}")) from None
+            raise _Retry(
+                self.layer.on_failure(job, "connect", f"{type(exc).__name__}: {exc}")
+            ) from None
         finally:
             job.upstream_wait += time.perf_counter() - t0
         self.on_attempt(job, str(resp.status))
@@ -263,7 +266,9 @@ class Pipeline:
                 self.layer.on_failure(job, "timeout", f"no complete answer within {limit:g} s")
             ) from None
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-            raise _Retry(self.layer.on_failure(job, "connect", f"{type(exc).__name__}: {exc}")) from None
+            raise _Retry(
+                self.layer.on_failure(job, "connect", f"{type(exc).__name__}: {exc}")
+            ) from None
         ctype = resp.headers.get("Content-Type", "application/json")
         job.status = resp.status
         if job.route == "chat" and "json" in ctype:
@@ -336,8 +341,22 @@ class Pipeline:
                         if event.data == DONE:
                             done = True
         except TimeoutError:
-            if not watchdog.expired():
-                raise
+            if resp is not None:
+                resp.close()
+            if not watchdog.expired():  # aiohttp's own socket timeout, not our watchdog
+                if not job.content_started:
+                    raise _Retry(
+                        self.layer.on_failure(job, "timeout", "the connection timed out")
+                    ) from None
+                return await self._end_with_error(
+                    request,
+                    job,
+                    client,
+                    504,
+                    f"The connection to upstream {job.upstream.name} timed out mid-stream; the "
+                    "answer is incomplete. Retry the request.",
+                    "upstream_timeout",
+                )
             phase = "idle" if job.content_started else "first_token"
             limit = idle if job.content_started else first
             job.events.emit(
@@ -346,12 +365,15 @@ class Pipeline:
                 f"({'mid-stream' if job.content_started else 'before the first token'}).",
                 phase=phase,
             )
-            if resp is not None:
-                resp.close()
             if not job.content_started:
-                raise _Retry(self.layer.on_failure(job, "silent", f"silent for {limit:g} s")) from None
+                raise _Retry(
+                    self.layer.on_failure(job, "silent", f"silent for {limit:g} s")
+                ) from None
             return await self._end_with_error(
-                request, job, client, 504,
+                request,
+                job,
+                client,
+                504,
                 f"The upstream {job.upstream.name} went silent for {limit:g} s mid-stream; the "
                 "answer is incomplete. Retry the request, or raise idle_timeout for this upstream.",
                 "upstream_timeout",
@@ -364,7 +386,10 @@ class Pipeline:
                     self.layer.on_failure(job, "connect", f"{type(exc).__name__}: {exc}")
                 ) from None
             return await self._end_with_error(
-                request, job, client, 502,
+                request,
+                job,
+                client,
+                502,
                 f"The connection to upstream {job.upstream.name} broke mid-stream "
                 f"({type(exc).__name__}); the answer is incomplete. Retry the request.",
                 "upstream_disconnected",
@@ -390,7 +415,10 @@ class Pipeline:
                     self.layer.on_failure(job, "connect", "the stream ended before any answer")
                 )
             return await self._end_with_error(
-                request, job, client, 502,
+                request,
+                job,
+                client,
+                502,
                 f"The upstream {job.upstream.name} ended the stream without finishing the answer "
                 "(no finish reason, no [DONE]); the answer is incomplete. Retry the request.",
                 "upstream_incomplete",

@@ -44,7 +44,9 @@ async def _serve(settings: Settings) -> None:
 
     runner, port = await start(settings)
     logs.get_logger().info(
-        "listening", host=settings.host, port=port,
+        "listening",
+        host=settings.host,
+        port=port,
         upstreams=[u.name for u in settings.upstreams],
     )
     stop = asyncio.Event()

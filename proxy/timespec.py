@@ -12,5 +12,7 @@ def parse_duration(text: str) -> float:
     """Seconds in `text`; a bare number is seconds. Raises ValueError saying the accepted forms."""
     match = _PATTERN.match(text)
     if not match:
-        raise ValueError(f"{text!r} is not a duration; write a number with s, m, h, d or w, e.g. 7d")
+        raise ValueError(
+            f"{text!r} is not a duration; write a number with s, m, h, d or w, e.g. 7d"
+        )
     return float(match.group(1)) * _UNITS[match.group(2) or "s"]

@@ -8,7 +8,6 @@ what to send and what to do with the answer lives elsewhere.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -66,7 +65,8 @@ class Upstream:
     def session(self) -> ClientSession:
         if self._session is None or self._session.closed:
             connector = TCPConnector(
-                limit=0,  # the client side already bounds concurrency; a pool cap only adds queueing
+                # No pool cap: clients already bound concurrency; a cap would only add queueing.
+                limit=0,
                 limit_per_host=0,
                 keepalive_timeout=30,
                 enable_cleanup_closed=True,
@@ -86,9 +86,14 @@ class Upstream:
         if self._session is not None and not self._session.closed:
             await self._session.close()
 
-    def headers(self, client_auth: str | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    def headers(
+        self, client_auth: str | None, extra: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
         """Request headers for this upstream: its own key, or the client's only when configured."""
-        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
         if self.config.api_key:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
         elif self.config.forward_client_auth and client_auth:
@@ -127,7 +132,9 @@ class Upstream:
 
     async def post_json(self, url: str, payload: Any, *, timeout: float = 10.0) -> tuple[int, Any]:
         async with self.session.post(
-            url, data=orjson.dumps(payload), headers=self.headers(None),
+            url,
+            data=orjson.dumps(payload),
+            headers=self.headers(None),
             timeout=ClientTimeout(total=timeout),
         ) as resp:
             raw = await resp.read()
@@ -141,14 +148,16 @@ class Upstream:
         self.last_probe = time.time()
         try:
             status, data = await self.get_json(self.url("/models"))
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             self.ready = False
             self.last_probe_error = f"unreachable: {type(exc).__name__}"
             return False
         self.ready = status == 200
         self.last_probe_error = None if self.ready else f"GET /models answered {status}"
         if self.ready and isinstance(data, dict) and isinstance(data.get("data"), list):
-            self.listing = [m for m in data["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+            self.listing = [
+                m for m in data["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)
+            ]
             self.listing_at = time.monotonic()
         return self.ready
 
@@ -165,7 +174,7 @@ class Upstream:
         for kind, path in probes:
             try:
                 status, data = await self.get_json(self.root + path, timeout=5.0)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            except (TimeoutError, aiohttp.ClientError, OSError):
                 return self.kind  # unreachable: try again on a later request
             if status == 200 and isinstance(data, dict) and _looks_like(kind, data):
                 self.kind = kind

@@ -21,8 +21,12 @@ def _bad(param: str, message: str) -> ProxyError:
 def _check_model(body: dict[str, Any]) -> None:
     model = body.get("model")
     if model is None:
-        raise ProxyError(400, "Missing required field 'model': name the model to use.",
-                         param="model", code="missing_required_parameter")
+        raise ProxyError(
+            400,
+            "Missing required field 'model': name the model to use.",
+            param="model",
+            code="missing_required_parameter",
+        )
     if not isinstance(model, str) or not model.strip():
         raise _bad("model", "'model' must be a non-empty string naming the model to use.")
 
@@ -42,15 +46,23 @@ def check_chat(body: dict[str, Any]) -> None:
     _check_model(body)
     messages = body.get("messages")
     if messages is None:
-        raise ProxyError(400, "Missing required field 'messages': send the conversation as a list.",
-                         param="messages", code="missing_required_parameter")
+        raise ProxyError(
+            400,
+            "Missing required field 'messages': send the conversation as a list.",
+            param="messages",
+            code="missing_required_parameter",
+        )
     if not isinstance(messages, list) or not messages:
         raise _bad("messages", "'messages' must be a non-empty list of message objects.")
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
-            raise _bad(f"messages[{i}]", f"messages[{i}] must be an object with 'role' and 'content'.")
+            raise _bad(
+                f"messages[{i}]", f"messages[{i}] must be an object with 'role' and 'content'."
+            )
         if not isinstance(message.get("role"), str):
-            raise _bad(f"messages[{i}].role", f"messages[{i}].role must be a string such as \"user\".")
+            raise _bad(
+                f"messages[{i}].role", f'messages[{i}].role must be a string such as "user".'
+            )
     _check_optional(body, "stream", (bool,), "true or false")
     _check_optional(body, "max_tokens", (int,), "a whole number")
     _check_optional(body, "max_completion_tokens", (int,), "a whole number")
@@ -71,22 +83,34 @@ def check_chat(body: dict[str, Any]) -> None:
             if not isinstance(tool, dict):
                 raise _bad(f"tools[{i}]", f"tools[{i}] must be an object.")
             fn = tool.get("function")
-            if tool.get("type", "function") == "function" and fn is not None and (
-                not isinstance(fn, dict) or not isinstance(fn.get("name"), str)
+            if (
+                tool.get("type", "function") == "function"
+                and fn is not None
+                and (not isinstance(fn, dict) or not isinstance(fn.get("name"), str))
             ):
-                raise _bad(f"tools[{i}].function", f"tools[{i}].function must be an object with a 'name'.")
+                raise _bad(
+                    f"tools[{i}].function", f"tools[{i}].function must be an object with a 'name'."
+                )
 
 
 def check_completion(body: dict[str, Any]) -> None:
     _check_model(body)
     if "prompt" not in body:
-        raise ProxyError(400, "Missing required field 'prompt'.", param="prompt",
-                         code="missing_required_parameter")
+        raise ProxyError(
+            400,
+            "Missing required field 'prompt'.",
+            param="prompt",
+            code="missing_required_parameter",
+        )
     _check_optional(body, "stream", (bool,), "true or false")
 
 
 def check_embeddings(body: dict[str, Any]) -> None:
     _check_model(body)
     if "input" not in body:
-        raise ProxyError(400, "Missing required field 'input': the text to embed.", param="input",
-                         code="missing_required_parameter")
+        raise ProxyError(
+            400,
+            "Missing required field 'input': the text to embed.",
+            param="input",
+            code="missing_required_parameter",
+        )

@@ -60,8 +60,9 @@ async def start_proxy(tmp_path: Path) -> AsyncIterator[StartProxy]:
 
     async def _start(*upstreams: dict[str, Any], **server: Any) -> Running:
         ups = [parse_upstream(u, f"upstreams[{i}]") for i, u in enumerate(upstreams)]
-        settings = Settings(upstreams=ups, port=0, state_file=tmp_path / "state.json",
-                            probe_interval=3600)
+        settings = Settings(
+            upstreams=ups, port=0, state_file=tmp_path / "state.json", probe_interval=3600
+        )
         for key, value in server.items():
             setattr(settings, key, value)
         runner, port = await start(settings)

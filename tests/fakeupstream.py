@@ -49,7 +49,9 @@ class Stream:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     split: int | None = None  # write each event in pieces of this many bytes
-    then: str = "end"  # "end" (close cleanly), "hang" (stay open silent), "drop" (cut the connection)
+    then: str = (
+        "end"  # "end" (close cleanly), "hang" (stay open silent), "drop" (cut the connection)
+    )
 
 
 @dataclass
@@ -67,25 +69,42 @@ class Drop:
 Reply = Json | Stream | Hang | Drop | Callable[[Recorded], Any]
 
 
-def completion(content: str = "Hello!", *, model: str = "fake-model", finish: str = "stop",
-               usage: dict[str, Any] | None = None, **message: Any) -> dict[str, Any]:
+def completion(
+    content: str = "Hello!",
+    *,
+    model: str = "fake-model",
+    finish: str = "stop",
+    usage: dict[str, Any] | None = None,
+    **message: Any,
+) -> dict[str, Any]:
     msg: dict[str, Any] = {"role": "assistant", "content": content, **message}
     body: dict[str, Any] = {
-        "id": "chatcmpl-fake1", "object": "chat.completion", "created": 1700000000,
-        "model": model, "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+        "id": "chatcmpl-fake1",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": model,
+        "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
     }
     body["usage"] = usage or {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
     return body
 
 
-def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, *,
-          model: str = "fake-model", usage: dict[str, Any] | None = None,
-          choices: list[Any] | None = None) -> dict[str, Any]:
+def chunk(
+    delta: dict[str, Any] | None = None,
+    finish: str | None = None,
+    *,
+    model: str = "fake-model",
+    usage: dict[str, Any] | None = None,
+    choices: list[Any] | None = None,
+) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "id": "chatcmpl-fake1", "object": "chat.completion.chunk", "created": 1700000000,
+        "id": "chatcmpl-fake1",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
         "model": model,
-        "choices": choices if choices is not None else [
-            {"index": 0, "delta": delta or {}, "finish_reason": finish}],
+        "choices": choices
+        if choices is not None
+        else [{"index": 0, "delta": delta or {}, "finish_reason": finish}],
     }
     if usage is not None:
         body["usage"] = usage
@@ -98,8 +117,16 @@ def text_stream(*pieces: str, finish: str = "stop", usage: bool = True, **kw: An
     events += [chunk({"content": p}) for p in pieces]
     events.append(chunk({}, finish))
     if usage:
-        events.append(chunk(choices=[], usage={"prompt_tokens": 10, "completion_tokens": len(pieces),
-                                               "total_tokens": 10 + len(pieces)}))
+        events.append(
+            chunk(
+                choices=[],
+                usage={
+                    "prompt_tokens": 10,
+                    "completion_tokens": len(pieces),
+                    "total_tokens": 10 + len(pieces),
+                },
+            )
+        )
     events.append("[DONE]")
     return Stream(events, **kw)
 
@@ -109,6 +136,7 @@ class FakeUpstream:
 
     def __init__(self, models: list[str] | None = None) -> None:
         self.requests: list[Recorded] = []
+        self.probes: list[Recorded] = []  # GETs and `routes` hits (/v1/models, /props, ...)
         self.script: deque[Reply] = deque()
         self.routes: dict[str, Json] = {}
         self.models = models or ["fake-model"]
@@ -146,9 +174,12 @@ class FakeUpstream:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
-        if request.method == "GET" or request.path in self.routes or not request.path.endswith(
-            ("/chat/completions", "/completions", "/embeddings")
+        if (
+            request.method == "GET"
+            or request.path in self.routes
+            or not request.path.endswith(("/chat/completions", "/completions", "/embeddings"))
         ):
+            self.probes.append(Recorded(request.path, dict(request.headers), raw))
             return self._get(request)
         rec = Recorded(request.path, dict(request.headers), raw)
         self.requests.append(rec)
@@ -164,13 +195,18 @@ class FakeUpstream:
     def _get(self, request: web.Request) -> web.StreamResponse:
         route = self.routes.get(request.path)
         if route is not None:
-            return web.Response(status=route.status, body=orjson.dumps(route.body),
-                                content_type="application/json")
+            return web.Response(
+                status=route.status, body=orjson.dumps(route.body), content_type="application/json"
+            )
         if request.path == "/v1/models":
-            data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
+            data = [
+                {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models
+            ]
             return web.json_response({"object": "list", "data": data})
-        return web.json_response({"error": {"message": "File Not Found", "type": "not_found_error",
-                                            "code": 404}}, status=404)
+        return web.json_response(
+            {"error": {"message": "File Not Found", "type": "not_found_error", "code": 404}},
+            status=404,
+        )
 
     def _default(self, rec: Recorded) -> Reply:
         body = orjson.loads(rec.raw) if rec.raw else {}
@@ -178,11 +214,23 @@ class FakeUpstream:
         if isinstance(body, dict) and body.get("stream"):
             return text_stream("Hel", "lo", "!")
         if rec.path.endswith("/embeddings"):
-            return Json({"object": "list", "data": [{"object": "embedding", "index": 0,
-                                                     "embedding": [0.1, 0.2]}], "model": model})
+            return Json(
+                {
+                    "object": "list",
+                    "data": [{"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}],
+                    "model": model,
+                }
+            )
         if rec.path.endswith("/completions") and not rec.path.endswith("chat/completions"):
-            return Json({"id": "cmpl-1", "object": "text_completion", "created": 0, "model": model,
-                         "choices": [{"index": 0, "text": "Hello!", "finish_reason": "stop"}]})
+            return Json(
+                {
+                    "id": "cmpl-1",
+                    "object": "text_completion",
+                    "created": 0,
+                    "model": model,
+                    "choices": [{"index": 0, "text": "Hello!", "finish_reason": "stop"}],
+                }
+            )
         return Json(completion(model=model))
 
     async def _play(self, request: web.Request, reply: Reply) -> web.StreamResponse:

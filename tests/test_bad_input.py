@@ -18,7 +18,9 @@ from tests.fakeupstream import FakeUpstream
 ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/chat/completions"]
 
 
-def assert_openai_error(status: int, body: bytes, expected_status: int | None = None) -> dict[str, Any]:
+def assert_openai_error(
+    status: int, body: bytes, expected_status: int | None = None
+) -> dict[str, Any]:
     if expected_status is not None:
         assert status == expected_status, body
     assert 400 <= status < 600
@@ -31,26 +33,52 @@ def assert_openai_error(status: int, body: bytes, expected_status: int | None = 
 
 CASES: list[tuple[str, bytes, int, str | None]] = [
     ("invalid json", b'{"model": ', 400, None),
-    ("not an object", b'[1, 2]', 400, None),
+    ("not an object", b"[1, 2]", 400, None),
     ("empty", b"", 400, None),
     ("latin-1 bytes", '{"model": "é"}'.encode("latin-1"), 400, None),
     ("missing model", b'{"messages": [{"role": "user", "content": "x"}]}', 400, "model"),
-    ("model not string", b'{"model": 5, "messages": [{"role": "user", "content": "x"}]}', 400, "model"),
+    (
+        "model not string",
+        b'{"model": 5, "messages": [{"role": "user", "content": "x"}]}',
+        400,
+        "model",
+    ),
     ("missing messages", b'{"model": "fake-model"}', 400, "messages"),
     ("messages not list", b'{"model": "fake-model", "messages": "hi"}', 400, "messages"),
     ("message not object", b'{"model": "fake-model", "messages": ["hi"]}', 400, "messages[0]"),
-    ("stream not bool", b'{"model": "fake-model", "messages": [{"role": "user"}], "stream": "yes"}', 400, "stream"),
-    ("max_tokens string", b'{"model": "fake-model", "messages": [{"role": "user"}], "max_tokens": "9"}', 400, "max_tokens"),
-    ("tools not list", b'{"model": "fake-model", "messages": [{"role": "user"}], "tools": {}}', 400, "tools"),
+    (
+        "stream not bool",
+        b'{"model": "fake-model", "messages": [{"role": "user"}], "stream": "yes"}',
+        400,
+        "stream",
+    ),
+    (
+        "max_tokens string",
+        b'{"model": "fake-model", "messages": [{"role": "user"}], "max_tokens": "9"}',
+        400,
+        "max_tokens",
+    ),
+    (
+        "tools not list",
+        b'{"model": "fake-model", "messages": [{"role": "user"}], "tools": {}}',
+        400,
+        "tools",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("name", "raw", "status", "param"), CASES, ids=[c[0] for c in CASES])
-async def test_bad_chat_bodies(lg: Running, fake: FakeUpstream, name: str, raw: bytes,
-                               status: int, param: str | None) -> None:
-    async with aiohttp.ClientSession() as s, s.post(
-        lg.base_url + "/chat/completions", data=raw, headers={"Content-Type": "application/json"}
-    ) as r:
+async def test_bad_chat_bodies(
+    lg: Running, fake: FakeUpstream, name: str, raw: bytes, status: int, param: str | None
+) -> None:
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            lg.base_url + "/chat/completions",
+            data=raw,
+            headers={"Content-Type": "application/json"},
+        ) as r,
+    ):
         error = assert_openai_error(r.status, await r.read(), status)
     if param is not None:
         assert error["param"] == param
@@ -60,7 +88,10 @@ async def test_bad_chat_bodies(lg: Running, fake: FakeUpstream, name: str, raw: 
 async def test_body_over_limit_is_413(fake: FakeUpstream, start_proxy: StartProxy) -> None:
     running = await start_proxy({"name": "fake", "base_url": fake.url}, max_body_bytes=4096)
     raw = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 10000}]})
-    async with aiohttp.ClientSession() as s, s.post(running.base_url + "/chat/completions", data=raw) as r:
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(running.base_url + "/chat/completions", data=raw) as r,
+    ):
         error = assert_openai_error(r.status, await r.read(), 413)
     assert "max_body_bytes" in error["message"]
     assert fake.requests == []
@@ -69,11 +100,17 @@ async def test_body_over_limit_is_413(fake: FakeUpstream, start_proxy: StartProx
 async def test_gzip_body_accepted_and_bad_gzip_refused(lg: Running, fake: FakeUpstream) -> None:
     raw = orjson.dumps({"model": "fake-model", "messages": [{"role": "user", "content": "x"}]})
     async with aiohttp.ClientSession() as s:
-        async with s.post(lg.base_url + "/chat/completions", data=gzip.compress(raw),
-                          headers={"Content-Encoding": "gzip"}) as r:
+        async with s.post(
+            lg.base_url + "/chat/completions",
+            data=gzip.compress(raw),
+            headers={"Content-Encoding": "gzip"},
+        ) as r:
             assert r.status == 200
-        async with s.post(lg.base_url + "/chat/completions", data=b"not gzip at all",
-                          headers={"Content-Encoding": "gzip"}) as r:
+        async with s.post(
+            lg.base_url + "/chat/completions",
+            data=b"not gzip at all",
+            headers={"Content-Encoding": "gzip"},
+        ) as r:
             assert_openai_error(r.status, await r.read(), 400)
 
 
@@ -87,25 +124,48 @@ async def test_unknown_route_and_method(lg: Running) -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 bodies = st.one_of(
     st.binary(max_size=200),
     st.text(max_size=200).map(lambda t: t.encode("utf-8", "surrogatepass")),
     json_values.map(lambda v: json.dumps(v).encode()),
-    st.dictionaries(st.sampled_from(["model", "messages", "stream", "tools", "max_tokens", "prompt",
-                                     "input", "temperature", "response_format", "stream_options"]),
-                    json_values, max_size=5).map(lambda v: json.dumps(v).encode()),
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "model",
+                "messages",
+                "stream",
+                "tools",
+                "max_tokens",
+                "prompt",
+                "input",
+                "temperature",
+                "response_format",
+                "stream_options",
+            ]
+        ),
+        json_values,
+        max_size=5,
+    ).map(lambda v: json.dumps(v).encode()),
 )
 headers = st.dictionaries(
-    st.sampled_from(["Content-Type", "Content-Encoding", "Authorization", "X-Request-Id", "Accept"]),
-    st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=40), max_size=3)
+    st.sampled_from(
+        ["Content-Type", "Content-Encoding", "Authorization", "X-Request-Id", "Accept"]
+    ),
+    st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=40),
+    max_size=3,
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(route=st.sampled_from(ROUTES), body=bodies, hdrs=headers)
-async def test_fuzz_never_crashes(lg: Running, route: str, body: bytes, hdrs: dict[str, str]) -> None:
+async def test_fuzz_never_crashes(
+    lg: Running, route: str, body: bytes, hdrs: dict[str, str]
+) -> None:
     async with aiohttp.ClientSession() as s, s.post(lg.url + route, data=body, headers=hdrs) as r:
         raw = await r.read()
         if r.status == 200:

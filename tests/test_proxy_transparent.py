@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from typing import Any
 
@@ -18,30 +19,103 @@ MSG = [{"role": "user", "content": "Hi"}]
 
 FIDELITY_REQUESTS: list[tuple[str, dict[str, Any]]] = [
     ("plain", {"messages": MSG}),
-    ("tools", {"messages": MSG, "tools": [{"type": "function", "function": {
-        "name": "get_weather", "description": "Weather", "parameters": {
-            "type": "object", "properties": {"city": {"type": "string", "format": "hostname",
-                                                      "pattern": "^(?=a).*$"}},
-            "required": ["city"]}}}], "tool_choice": "auto"}),
-    ("image parts", {"messages": [{"role": "user", "content": [
-        {"type": "text", "text": "What is this?"},
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0KGgo" * 50}}]}]}),
-    ("unknown fields", {"messages": MSG, "top_k": 40, "min_p": 0.05, "cache_prompt": True,
-                        "x_custom": {"nested": [1, 2, {"deep": None}]}}),
-    ("unicode", {"messages": [{"role": "user", "content": "Grüße, 你好, emoji 🦙, rtl שלום, \u0000 nul"}]}),
-    ("sampling", {"messages": MSG, "temperature": 0.3, "top_p": 0.9, "max_tokens": 55, "seed": 7,
-                  "stop": ["\n\n"], "n": 1}),
+    (
+        "tools",
+        {
+            "messages": MSG,
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "get_weather",
+                        "description": "Weather",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {
+                                "city": {
+                                    "type": "string",
+                                    "format": "hostname",
+                                    "pattern": "^(?=a).*$",
+                                }
+                            },
+                            "required": ["city"],
+                        },
+                    },
+                }
+            ],
+            "tool_choice": "auto",
+        },
+    ),
+    (
+        "image parts",
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "What is this?"},
+                        {
+                            "type": "image_url",
+                            "image_url": {"url": "data:image/png;base64," + "iVBORw0KGgo" * 50},
+                        },
+                    ],
+                }
+            ]
+        },
+    ),
+    (
+        "unknown fields",
+        {
+            "messages": MSG,
+            "top_k": 40,
+            "min_p": 0.05,
+            "cache_prompt": True,
+            "x_custom": {"nested": [1, 2, {"deep": None}]},
+        },
+    ),
+    (
+        "unicode",
+        {"messages": [{"role": "user", "content": "Grüße, 你好, emoji 🦙, rtl שלום, \u0000 nul"}]},
+    ),
+    (
+        "sampling",
+        {
+            "messages": MSG,
+            "temperature": 0.3,
+            "top_p": 0.9,
+            "max_tokens": 55,
+            "seed": 7,
+            "stop": ["\n\n"],
+            "n": 1,
+        },
+    ),
     ("10 MB message", {"messages": [{"role": "user", "content": "x" * (10 * 1024 * 1024)}]}),
 ]
 
 
-@pytest.mark.parametrize(("name", "extra"), FIDELITY_REQUESTS, ids=[n for n, _ in FIDELITY_REQUESTS])
-async def test_request_reaches_upstream_unchanged(lg: Running, fake: FakeUpstream, name: str,
-                                                  extra: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("name", "extra"), FIDELITY_REQUESTS, ids=[n for n, _ in FIDELITY_REQUESTS]
+)
+async def test_request_reaches_upstream_unchanged(
+    lg: Running, fake: FakeUpstream, name: str, extra: dict[str, Any]
+) -> None:
     client = lg.client()
-    known = {k: v for k, v in extra.items() if k in ("messages", "tools", "tool_choice",
-                                                      "temperature", "top_p", "max_tokens",
-                                                      "seed", "stop", "n")}
+    known = {
+        k: v
+        for k, v in extra.items()
+        if k
+        in (
+            "messages",
+            "tools",
+            "tool_choice",
+            "temperature",
+            "top_p",
+            "max_tokens",
+            "seed",
+            "stop",
+            "n",
+        )
+    }
     unknown = {k: v for k, v in extra.items() if k not in known}
     result = await client.chat.completions.create(model="fake-model", extra_body=unknown, **known)
     assert result.choices[0].message.content == "Hello!"
@@ -50,30 +124,47 @@ async def test_request_reaches_upstream_unchanged(lg: Running, fake: FakeUpstrea
     assert sent.json == {"model": "fake-model", **extra}
 
 
-async def test_unchanged_request_is_forwarded_byte_for_byte(lg: Running, fake: FakeUpstream) -> None:
+async def test_unchanged_request_is_forwarded_byte_for_byte(
+    lg: Running, fake: FakeUpstream
+) -> None:
     raw = b'{"model":"fake-model",  "messages":[{"role":"user","content":"Hi"}], "zz":1.50}'
-    async with aiohttp.ClientSession() as s, s.post(lg.base_url + "/chat/completions", data=raw,
-                                                    headers={"Content-Type": "application/json"}) as r:
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            lg.base_url + "/chat/completions",
+            data=raw,
+            headers={"Content-Type": "application/json"},
+        ) as r,
+    ):
         assert r.status == 200
     assert fake.requests[-1].raw == raw
 
 
 RESPONSES: list[tuple[str, dict[str, Any]]] = [
-    ("reasoning and timings", completion("4", reasoning_content="2+2 is 4") | {
-        "timings": {"prompt_n": 16, "predicted_ms": 12.5}, "system_fingerprint": "b0-unknown"}),
-    ("refusal and extra", completion("no", refusal=None) | {"service_tier": "default",
-                                                            "x_extra": [1, {"a": None}]}),
+    (
+        "reasoning and timings",
+        completion("4", reasoning_content="2+2 is 4")
+        | {"timings": {"prompt_n": 16, "predicted_ms": 12.5}, "system_fingerprint": "b0-unknown"},
+    ),
+    (
+        "refusal and extra",
+        completion("no", refusal=None) | {"service_tier": "default", "x_extra": [1, {"a": None}]},
+    ),
     ("unicode", completion("Grüße 🦙 你好")),
 ]
 
 
 @pytest.mark.parametrize(("name", "body"), RESPONSES, ids=[n for n, _ in RESPONSES])
-async def test_response_relayed_intact(lg: Running, fake: FakeUpstream, name: str,
-                                       body: dict[str, Any]) -> None:
+async def test_response_relayed_intact(
+    lg: Running, fake: FakeUpstream, name: str, body: dict[str, Any]
+) -> None:
     fake.push(Json(body, headers={"x-request-id": "req-upstream-1", "openai-processing-ms": "12"}))
-    async with aiohttp.ClientSession() as s, s.post(
-        lg.base_url + "/chat/completions", json={"model": "fake-model", "messages": MSG}
-    ) as r:
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            lg.base_url + "/chat/completions", json={"model": "fake-model", "messages": MSG}
+        ) as r,
+    ):
         assert r.status == 200
         assert r.headers["Content-Type"].startswith("application/json")
         assert r.headers["x-request-id"] == "req-upstream-1"
@@ -101,7 +192,7 @@ async def test_stream_relayed_event_by_event(lg: Running, fake: FakeUpstream) ->
             arrivals.append((time.monotonic(), part.choices[0].delta.content))
     assert "".join(t for _, t in arrivals) == "Hello world"
     # each piece arrives on its own, ~50 ms apart: nothing was batched
-    gaps = [b[0] - a[0] for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(arrivals)]
     assert len(arrivals) == 3 and all(g > 0.03 for g in gaps)
 
 
@@ -113,7 +204,8 @@ async def test_stream_usage_only_when_asked(lg: Running, fake: FakeUpstream) -> 
     # latchgate asked the upstream for usage anyway, to count tokens
     assert fake.requests[-1].json["stream_options"] == {"include_usage": True}
     stream = await client.chat.completions.create(
-        model="fake-model", messages=MSG, stream=True, stream_options={"include_usage": True})
+        model="fake-model", messages=MSG, stream=True, stream_options={"include_usage": True}
+    )
     parts = [p async for p in stream]
     assert parts[-1].usage is not None and parts[-1].usage.completion_tokens == 3
 
@@ -140,8 +232,11 @@ async def test_stream_without_done_or_finish_raises(lg: Running, fake: FakeUpstr
 
 
 async def test_stream_broken_mid_way_raises(lg: Running, fake: FakeUpstream) -> None:
-    fake.push(Stream([chunk({"role": "assistant", "content": ""}), chunk({"content": "par"})],
-                     then="drop"))
+    fake.push(
+        Stream(
+            [chunk({"role": "assistant", "content": ""}), chunk({"content": "par"})], then="drop"
+        )
+    )
     client = lg.client()
     stream = await client.chat.completions.create(model="fake-model", messages=MSG, stream=True)
     with pytest.raises(openai.APIError):
@@ -160,8 +255,10 @@ async def test_stream_finish_without_done_is_complete(lg: Running, fake: FakeUps
 async def test_client_disconnect_cancels_upstream(lg: Running, fake: FakeUpstream) -> None:
     fake.push(Stream([chunk({"role": "assistant", "content": "a"})] * 2, then="hang"))
     async with aiohttp.ClientSession() as s:
-        resp = await s.post(lg.base_url + "/chat/completions",
-                            json={"model": "fake-model", "messages": MSG, "stream": True})
+        resp = await s.post(
+            lg.base_url + "/chat/completions",
+            json={"model": "fake-model", "messages": MSG, "stream": True},
+        )
         await resp.content.readline()
         closed = time.monotonic()
         resp.close()
@@ -174,8 +271,14 @@ async def test_client_disconnect_cancels_upstream(lg: Running, fake: FakeUpstrea
 
 
 async def test_upstream_error_passed_on(lg: Running, fake: FakeUpstream) -> None:
-    body = {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
-                      "param": None, "code": "invalid_api_key"}}
+    body = {
+        "error": {
+            "message": "Incorrect API key provided",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_api_key",
+        }
+    }
     fake.push(Json(body, status=401))
     with pytest.raises(openai.AuthenticationError) as info:
         await lg.client().chat.completions.create(model="fake-model", messages=MSG)
@@ -191,8 +294,9 @@ async def test_string_error_wrapped_in_openai_shape(lg: Running, fake: FakeUpstr
 
 
 async def test_unreachable_upstream_is_502(start_proxy: StartProxy) -> None:
-    running = await start_proxy({"name": "gone", "base_url": "http://127.0.0.1:9/v1",
-                                 "kind": "generic", "retries": 0})
+    running = await start_proxy(
+        {"name": "gone", "base_url": "http://127.0.0.1:9/v1", "kind": "generic", "retries": 0}
+    )
     with pytest.raises(openai.APIStatusError) as info:
         await running.client().chat.completions.create(model="m", messages=MSG)
     assert info.value.status_code == 502
@@ -208,8 +312,9 @@ async def test_upstream_dropping_connection_is_502(lg: Running, fake: FakeUpstre
 
 async def test_routes_without_v1_prefix(lg: Running) -> None:
     async with aiohttp.ClientSession() as s:
-        async with s.post(lg.url + "/chat/completions",
-                          json={"model": "fake-model", "messages": MSG}) as r:
+        async with s.post(
+            lg.url + "/chat/completions", json={"model": "fake-model", "messages": MSG}
+        ) as r:
             assert r.status == 200
         async with s.get(lg.url + "/models") as r:
             assert [m["id"] for m in (await r.json())["data"]] == ["fake-model"]
@@ -231,8 +336,13 @@ async def test_models_union_and_lookup(fake: FakeUpstream, start_proxy: StartPro
     fake.models = ["fake-model", "shared"]
     try:
         running = await start_proxy(
-            {"name": "first", "base_url": fake.url, "kind": "generic", "models": ["fake-model", "shared"],
-             "context_length": {"fake-model": 32768}},
+            {
+                "name": "first",
+                "base_url": fake.url,
+                "kind": "generic",
+                "models": ["fake-model", "shared"],
+                "context_length": {"fake-model": 32768},
+            },
             {"name": "second", "base_url": other.url, "kind": "generic", "models": ["other-*"]},
         )
         client = running.client()
@@ -266,11 +376,16 @@ async def test_health_and_readiness(lg: Running, start_proxy: StartProxy) -> Non
 
 
 async def test_client_keys_required_when_set(fake: FakeUpstream, start_proxy: StartProxy) -> None:
-    running = await start_proxy({"name": "fake", "base_url": fake.url, "kind": "generic"},
-                                client_keys=["k-123"])
+    running = await start_proxy(
+        {"name": "fake", "base_url": fake.url, "kind": "generic"}, client_keys=["k-123"]
+    )
     with pytest.raises(openai.AuthenticationError):
-        await running.client(api_key="wrong").chat.completions.create(model="fake-model", messages=MSG)
-    ok = await running.client(api_key="k-123").chat.completions.create(model="fake-model", messages=MSG)
+        await running.client(api_key="wrong").chat.completions.create(
+            model="fake-model", messages=MSG
+        )
+    ok = await running.client(api_key="k-123").chat.completions.create(
+        model="fake-model", messages=MSG
+    )
     assert ok.choices[0].message.content == "Hello!"
     # the client's key is never forwarded to an upstream that does not ask for it
     assert "Authorization" not in fake.requests[-1].headers
@@ -280,11 +395,17 @@ async def test_upstream_key_and_client_auth_forwarding(
     fake: FakeUpstream, start_proxy: StartProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_KEY", "sk-upstream-secret")
-    running = await start_proxy({"name": "fake", "base_url": fake.url, "kind": "generic",
-                                 "api_key_env": "FAKE_KEY"})
-    await running.client(api_key="client-key").chat.completions.create(model="fake-model", messages=MSG)
+    running = await start_proxy(
+        {"name": "fake", "base_url": fake.url, "kind": "generic", "api_key_env": "FAKE_KEY"}
+    )
+    await running.client(api_key="client-key").chat.completions.create(
+        model="fake-model", messages=MSG
+    )
     assert fake.requests[-1].headers["Authorization"] == "Bearer sk-upstream-secret"
-    passing = await start_proxy({"name": "pass", "base_url": fake.url, "kind": "generic",
-                                 "forward_client_auth": True})
-    await passing.client(api_key="client-key").chat.completions.create(model="fake-model", messages=MSG)
+    passing = await start_proxy(
+        {"name": "pass", "base_url": fake.url, "kind": "generic", "forward_client_auth": True}
+    )
+    await passing.client(api_key="client-key").chat.completions.create(
+        model="fake-model", messages=MSG
+    )
     assert fake.requests[-1].headers["Authorization"] == "Bearer client-key"
