@@ -21,7 +21,7 @@ from .negotiate import DEFAULT_DROPPABLE, build_body, classify, client_wants_usa
 from .overflow import is_overflow, overflow_message, reported_window
 from .pipeline import Decision, Job, StreamProcessor, upstream_error_body
 from .retry import RetryPolicy, Transient, classify_status, next_wait
-from .schemas import SchemaContradiction, apply_to_request, find_contradictions
+from .schemas import SchemaContradiction, apply_to_request, find_contradictions, sanitise
 from .sizing import Calibration, estimate_chars, overflow_body, preflight, reply_ceiling
 from .structured import extract_json
 from .toolcalls import process_response
@@ -77,11 +77,20 @@ class AgentLayer:
         return found
 
     def known_windows(self) -> dict[tuple[str, str], int]:
-        return {
-            (name, model): window
-            for name, disc in self._windows.items()
-            for model, window in disc.known().items()
-        }
+        """(upstream, model) -> window: discovered ones, and configured ones from the start.
+
+        Every upstream is asked (not only those a chat request reached), and each listed model
+        is matched against the configured globs, so `GET /v1/models` shows a configured window
+        before any request and under the model's own name.
+        """
+        out: dict[tuple[str, str], int] = {}
+        for up in self.proxy.upstreams.values():
+            disc = self.windows(up)
+            for entry in up.listing:
+                if (window := disc.configured(entry["id"])) is not None:
+                    out[(up.name, entry["id"])] = window
+            out.update(((up.name, model), window) for model, window in disc.known().items())
+        return out
 
     # -- before sending ---------------------------------------------------------------------
     async def preflight(self, job: Job) -> ProxyError | None:
@@ -118,13 +127,16 @@ class AgentLayer:
         store = self.proxy.store
         job.state["generation"] = store.generation
         endpoint, latches = store.view(up.endpoint_id, model)
-        built = build_body(job.body, endpoint, latches, droppable=self.droppable(up))
+        built = build_body(
+            job.body, endpoint, latches, droppable=self.droppable(up), sanitise=sanitise
+        )
         for name in built.dropped:
             if name not in job.dropped:
                 job.dropped.append(name)
                 job.events.emit(
+                    # build_body's own notice already says it; this event only counts it
                     ev.FIELD_DROPPED,
-                    f"Removed '{name}': {up.name} refuses it for {model}.",
+                    "",
                     field=name,
                 )
         for notice in built.notices:
@@ -177,7 +189,10 @@ class AgentLayer:
         resends = job.state.get("resends", 0)
         if resends >= MAX_RESENDS:
             return None
-        refusal = classify(status, raw, job.sent or job.body, droppable=self.droppable(up))
+        known = self.proxy.store.view(up.endpoint_id, model)[1]
+        refusal = classify(
+            status, raw, job.sent or job.body, droppable=self.droppable(up), known=known
+        )
         if refusal is not None and self.proxy.store.learn(
             up.endpoint_id, model, refusal, upstream=up.name
         ):
@@ -342,7 +357,11 @@ class JsonInWordsStream:
                 self._text.append(delta["content"])
             if isinstance(choice, dict) and choice.get("finish_reason"):
                 self._finish = choice["finish_reason"]
-            rest = {k: v for k, v in (delta if isinstance(delta, dict) else {}).items() if k != "content"}
+            rest = {
+                k: v
+                for k, v in (delta if isinstance(delta, dict) else {}).items()
+                if k != "content"
+            }
             if rest.get("role") and not self.content_started:
                 out.append(
                     {**chunk, "choices": [{"index": 0, "delta": rest, "finish_reason": None}]}

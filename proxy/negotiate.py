@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -543,12 +543,14 @@ def build_body(
     model: ModelLatches,
     *,
     droppable: frozenset[str] = DEFAULT_DROPPABLE,
+    sanitise: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> BuiltBody:
     """The upstream body for a client body under the current latches (BEHAVIOUR 2.6).
 
     Never mutates `client`; when nothing changes, returns `client` itself with changed=False so
     the caller can forward the original bytes. Keys keep the client's order. Schemas are not
-    touched here (the schemas module runs after this).
+    touched here (the schemas module runs after this); `sanitise`, when given, is applied only
+    to a schema being moved into the system prompt (section 9).
     """
     name = str(client.get("model", ""))
     notices: list[str] = []
@@ -562,7 +564,7 @@ def build_body(
         notices.append(_field_notice(name, endpoint.upstream, dropped, learned=False))
     in_words = not model.structured_output and _wants_json(body.get("response_format"))
     if in_words:
-        body = ask_in_words(body)
+        body = ask_in_words(body, sanitise)
         notices.append(
             f"Model {name} takes no response_format, so latchgate asked for JSON in the system "
             "prompt and will extract it from the reply."

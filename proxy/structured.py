@@ -76,29 +76,33 @@ def _append(content: object, text: str) -> object:
 def extract_json(text: str) -> str | None:
     """The JSON a reply carries, as compact JSON; None when there is none.
 
-    Looks after the last `</think>`; takes the first fenced block that holds JSON, else the span
-    from the first `{`/`[` to the last `}`/`]` (to the end when the reply was cut off), and
-    repairs only that span. A repair library run over prose would turn it into `""`.
+    Looks after the last `</think>`. Candidates are each fenced block, then the span from the
+    first `{`/`[` to the last `}`/`]` (to the end when the reply was cut off). Every candidate is
+    tried strictly before any is repaired, so a fence mark inside a JSON string cannot win over
+    the whole object; only the candidate span is repaired, never the prose around it (a repair
+    library run over prose turns it into `""`).
     """
     tail = text.rsplit(_THINK_END, 1)[-1].strip()
     whole = _strict(tail)
     if whole is not None:
         return whole
-    for block in _FENCE.findall(tail):
-        found = _from_span(block)
-        if found is not None:
-            return found
-    return _from_span(tail)
+    spans = [_span(block) for block in _FENCE.findall(tail)] + [_span(tail)]
+    candidates = [span for span in spans if span is not None]
+    for parse in (_strict, _repaired):
+        for span in candidates:
+            found = parse(span)
+            if found is not None:
+                return found
+    return None
 
 
-def _from_span(text: str) -> str | None:
+def _span(text: str) -> str | None:
     starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
     if not starts:
         return None
     start = min(starts)
     end = max(text.rfind("}"), text.rfind("]"))
-    span = text[start : end + 1] if end > start else text[start:]
-    return _strict(span) or _repaired(span)
+    return text[start : end + 1] if end > start else text[start:]
 
 
 def _strict(span: str) -> str | None:

@@ -86,7 +86,8 @@ def test_refused_effort_gets_next_rung_up() -> None:
 
 def test_refused_effort_respects_published_list() -> None:
     latches = ModelLatches(refused_efforts={"none"}, supported_efforts=["minimal", "high"])
-    assert build({"reasoning_effort": "none"}, model=latches).body == {"reasoning_effort": "minimal"}
+    client = {"reasoning_effort": "none"}
+    assert build(client, model=latches).body == {"reasoning_effort": "minimal"}
     # `low` is not in the published list, so it counts as refused: next supported is `high`.
     assert build({"reasoning_effort": "low"}, model=latches).body == {"reasoning_effort": "high"}
 
@@ -208,3 +209,11 @@ def test_property_never_mutates_and_keeps_untouched_keys_in_order(
     assert [k for k in built.body if k in untouched] == untouched
     assert all(built.body[k] == client[k] for k in untouched)
     assert "top_k" not in built.body
+
+
+def test_structured_output_schema_goes_through_the_sanitiser() -> None:
+    rf = {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": ["string"]}}}
+    built = build_body({"messages": [], "response_format": rf}, EndpointLatches(),
+                       ModelLatches(structured_output=False),
+                       sanitise=lambda schema: {"type": "string"})
+    assert built.body["messages"][0]["content"].endswith('JSON schema: {"type":"string"}')

@@ -1,0 +1,130 @@
+"""Structured output in words: the instruction, and extracting JSON from the reply."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.structured import ask_in_words, extract_json
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+RF = {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMA}}
+SCHEMA_TEXT = (
+    "Reply with a single JSON value and nothing else: no prose before or after it, no code "
+    'fence. The value must match this JSON schema: {"type":"object","properties":{"a":'
+    '{"type":"integer"}},"required":["a"]}'
+)
+
+
+def _ask(body: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    before = copy.deepcopy(body)
+    out = ask_in_words(body, **kw)
+    assert body == before
+    return out
+
+
+def test_appends_to_existing_system_prompt_and_keeps_order() -> None:
+    body = {"model": "m", "response_format": RF, "messages": [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+        "temperature": 0}
+    out = _ask(body)
+    assert list(out) == ["model", "messages", "temperature"]
+    assert out["messages"] == [
+        {"role": "system", "content": f"Be brief.\n\n{SCHEMA_TEXT}"},
+        {"role": "user", "content": "hi"}]
+
+
+def test_creates_system_prompt_when_none() -> None:
+    out = _ask({"messages": [{"role": "user", "content": "hi"}], "response_format": RF})
+    assert out["messages"] == [{"role": "system", "content": SCHEMA_TEXT},
+                               {"role": "user", "content": "hi"}]
+
+
+def test_system_prompt_as_parts_gets_a_text_part() -> None:
+    body = {"messages": [{"role": "user", "content": "hi"},
+                         {"role": "developer", "content": [{"type": "text", "text": "x"}]}],
+            "response_format": RF}
+    out = _ask(body)
+    assert out["messages"][1]["content"] == [{"type": "text", "text": "x"},
+                                             {"type": "text", "text": SCHEMA_TEXT}]
+
+
+def test_json_object_has_no_schema() -> None:
+    out = _ask({"messages": [], "response_format": {"type": "json_object"}})
+    assert out["messages"][0]["content"] == (
+        "Reply with a single JSON value and nothing else: no prose before or after it, no code "
+        "fence. The value must be a JSON object.")
+
+
+def test_sanitiser_is_applied_to_the_schema() -> None:
+    out = _ask({"messages": [], "response_format": RF}, sanitise=lambda s: {"type": "object"})
+    assert out["messages"][0]["content"].endswith('JSON schema: {"type":"object"}')
+
+
+def test_extract_plain_json() -> None:
+    assert extract_json('{"a": 1}') == '{"a":1}'
+    assert extract_json("  [1, 2] ") == "[1,2]"
+
+
+def test_extract_fenced_block() -> None:
+    text = 'Here you go:\n```json\n{"a": 1, "b": "x"}\n```\nAnything else?'
+    assert extract_json(text) == '{"a":1,"b":"x"}'
+
+
+def test_extract_skips_fence_that_is_not_json() -> None:
+    text = '```python\nprint(1)\n```\nand the answer: {"a": 2}'
+    assert extract_json(text) == '{"a":2}'
+
+
+def test_extract_first_brace_to_last_brace_with_prose() -> None:
+    assert extract_json('Sure! {"a": {"b": [1, 2]}} Hope that helps.') == '{"a":{"b":[1,2]}}'
+
+
+def test_extract_repairs_almost_json() -> None:
+    assert extract_json("Result: {'a': True, b: None,}") == '{"a":true,"b":null}'
+
+
+def test_extract_repairs_cut_off_reply() -> None:
+    assert extract_json('{"a": [1, 2') == '{"a":[1,2]}'
+    assert extract_json('```json\n{"a": "x"') == '{"a":"x"}'
+
+
+def test_extract_ignores_think_block() -> None:
+    assert extract_json('<think>maybe {"a": 0}</think>\n{"a": 1}') == '{"a":1}'
+
+
+def test_extract_nothing() -> None:
+    assert extract_json("No JSON here, sorry.") is None
+    assert extract_json("") is None
+
+
+def test_extract_keeps_non_ascii() -> None:
+    assert extract_json('{"name": "Zoë"}') == '{"name":"Zoë"}'
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=st.dictionaries(st.text(max_size=5), _json, max_size=4),
+       prose=st.sampled_from(["", "Here it is: ", "Sure.\n```json\n"]),
+       tail=st.sampled_from(["", "\n```", " Done."]))
+def test_property_wrapped_object_comes_back_exactly(
+    value: dict[str, Any], prose: str, tail: str
+) -> None:
+    text = prose + orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + tail
+    assert extract_json(text) == orjson.dumps(value).decode()
+
+
+def test_extract_fence_mark_inside_a_string_does_not_cut_the_object() -> None:
+    text = 'Sure.\n```json\n{"code": "```x```", "n": 1}\n```'
+    assert extract_json(text) == '{"code":"```x```","n":1}'
