@@ -289,14 +289,35 @@ class _Sanitiser:
     def root(self, x: object, *, root_object: bool) -> dict[str, Any]:
         if not isinstance(x, dict):
             return _empty()
-        body = self._root_body(x)
-        result = self.node(body, "#")
+        result = self.node(self._root_body(x), "#")
         if not isinstance(result, dict):
             result = _empty()
         if root_object or result.get("type") in (None, "object"):
             result = self._object_root(result)
-        definitions = {c: self._definitions(c) for c in _DEFS if isinstance(x.get(c), dict)}
-        return _prune(result, definitions)
+        return self._attach_definitions(result)
+
+    def _attach_definitions(self, root: dict[str, Any]) -> dict[str, Any]:
+        """Sanitise and attach only the definitions some `$ref` reaches, transitively.
+
+        Unreached definitions are never sanitised, so they give no notices about bounds in
+        schemas that are not sent.
+        """
+        raw = {c: self.doc[c] for c in _DEFS if isinstance(self.doc.get(c), dict)}
+        done: dict[str, dict[str, Any]] = {c: {} for c in raw}
+        todo = _refs(root)
+        while todo:
+            tokens = _pointer_tokens(todo.pop()) or []
+            if len(tokens) != 2 or tokens[0] not in raw or tokens[1] in done[tokens[0]]:
+                continue
+            container, name = tokens
+            if name in raw[container]:
+                schema = self.node(raw[container][name], f"#/{container}/{name}")
+                done[container][name] = schema
+                todo.extend(_refs(schema))
+        for container, defs in done.items():
+            if defs:
+                root[container] = {n: defs[n] for n in raw[container] if n in defs}
+        return root
 
     def _root_body(self, x: dict[str, Any]) -> dict[str, Any]:
         """The root without its definitions, with a root `$ref` followed to its target."""
@@ -311,10 +332,6 @@ class _Sanitiser:
             seen.add(str(ref))
             body = {k: v for k, v in target.items() if k not in _DEFS}
         return body
-
-    def _definitions(self, container: str) -> dict[str, Any]:
-        raw = self.doc[container]
-        return {n: self.node(s, f"#/{container}/{n}") for n, s in raw.items()}
 
     def _object_root(self, root: dict[str, Any]) -> dict[str, Any]:
         if root.get("type") not in (None, "object") and not isinstance(root.get("type"), list):
@@ -477,22 +494,6 @@ def _children(node: dict[str, Any]) -> list[object]:
     return kids
 
 
-def _prune(root: dict[str, Any], definitions: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Attach only the definitions some `$ref` reaches, transitively."""
-    reached: dict[str, set[str]] = {c: set() for c in definitions}
-    todo = _refs(root)
-    while todo:
-        tokens = _pointer_tokens(todo.pop()) or []
-        if len(tokens) == 2 and tokens[0] in reached and tokens[1] not in reached[tokens[0]]:
-            reached[tokens[0]].add(tokens[1])
-            todo.extend(_refs(definitions[tokens[0]].get(tokens[1])))
-    for container, defs in definitions.items():
-        kept = {n: s for n, s in defs.items() if n in reached[container]}
-        if kept:
-            root[container] = kept
-    return root
-
-
 def _sanitise_uncached(
     schema: object, *, strict_safe: bool = False, root_object: bool = True
 ) -> tuple[dict[str, Any], list[Bound]]:
@@ -627,6 +628,7 @@ def clear_caches() -> None:
     _form_cached.cache_clear()
     _bounds_cached.cache_clear()
     _relax_cached.cache_clear()
+    _tools_cached.cache_clear()
 
 
 def sanitise(
@@ -704,17 +706,22 @@ def _apply_form(
 
 def _contradiction(owner: str, b: Bound) -> SchemaContradiction:
     message = (
-        f"{owner} has {b.keyword} {b.value:g} above {b.upper} {b.upper_value:g} at {b.path}: "
+        f"{owner} has {b.keyword} {_num(b.value)} above {b.upper} {_num(b.upper_value)} "
+        f"at {b.path}: "
         f"no value can satisfy it and grammar-building servers can run out of memory on it; "
         f"lower {b.keyword} or raise {b.upper}."
     )
     return SchemaContradiction(owner, b.keyword, b.path, message)
 
 
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
 def _drop_notice(owner: str, b: Bound) -> str:
     return (
-        f"Dropped {b.keyword} {b.value:g} at {b.path} in {owner} because it exceeds "
-        f"{b.upper} {b.upper_value:g} and no value could satisfy both."
+        f"Dropped {b.keyword} {_num(b.value)} at {b.path} in {owner} because it exceeds "
+        f"{b.upper} {_num(b.upper_value)} and no value could satisfy both."
     )
 
 
@@ -745,25 +752,65 @@ def apply_to_request(body: dict[str, Any], *, mode: str, relaxed: bool) -> Schem
     return SchemaResult(out, out is not body, any_relaxed, notices)
 
 
+@dataclass(frozen=True)
+class _ToolsOutcome:
+    """What one tools list becomes: the entries replaced, by index. Read-only and shared."""
+
+    replacements: tuple[tuple[int, dict[str, Any]], ...]
+    notices: tuple[str, ...]
+    relaxed: bool
+    error: tuple[str, str, str, str] | None  # SchemaContradiction's arguments
+
+
+def _tools_outcome(tools: list[Any], mode: str, relaxed: bool) -> _ToolsOutcome:
+    notices: list[str] = []
+    replacements: list[tuple[int, dict[str, Any]]] = []
+    any_relaxed = False
+    try:
+        for i, tool in enumerate(tools):
+            fn = _tool_function(tool)
+            if fn is None:
+                continue
+            name = fn.get("name")
+            owner = f"tool '{name}'" if isinstance(name, str) else f"tools[{i}]"
+            params = fn["parameters"]
+            target = _Target(owner, params, True)
+            new_params, removed = _apply_form(target, mode, relaxed, notices)
+            any_relaxed = any_relaxed or removed
+            if new_params is not params:
+                new_fn = {**fn, "parameters": new_params}
+                replacements.append((i, new_fn if fn is tool else {**tool, "function": new_fn}))
+    except SchemaContradiction as err:
+        return _ToolsOutcome((), (), False, (err.tool, err.keyword, err.path, str(err)))
+    return _ToolsOutcome(tuple(replacements), tuple(notices), any_relaxed, None)
+
+
+# A whole tools list is cached as well as each schema: the second turn of an agent run then
+# pays one serialisation of the list instead of forty, which is what keeps it under 5% of the
+# first turn. The per-schema cache still serves a list that changed by one tool.
+@lru_cache(maxsize=256)
+def _tools_cached(key: bytes, mode: str, relaxed: bool) -> _ToolsOutcome:
+    return _tools_outcome(orjson.loads(key), mode, relaxed)
+
+
 def _apply_tools(
     tools: list[Any], mode: str, relaxed: bool, notices: list[str]
 ) -> tuple[list[Any], bool]:
-    new_tools: list[Any] | None = None
-    any_relaxed = False
-    for i, tool in enumerate(tools):
-        fn = _tool_function(tool)
-        if fn is None:
-            continue
-        name = fn.get("name")
-        owner = f"tool '{name}'" if isinstance(name, str) else f"tools[{i}]"
-        params = fn["parameters"]
-        new_params, removed = _apply_form(_Target(owner, params, True), mode, relaxed, notices)
-        any_relaxed = any_relaxed or removed
-        if new_params is not params:
-            new_tools = list(tools) if new_tools is None else new_tools
-            new_fn = {**fn, "parameters": new_params}
-            new_tools[i] = new_fn if fn is tool else {**tool, "function": new_fn}
-    return (tools if new_tools is None else new_tools), any_relaxed
+    key = _key(tools)
+    if key is None:
+        outcome = _tools_outcome(tools, mode, relaxed)
+    else:
+        outcome = _tools_cached(key, mode, relaxed)
+    if outcome.error is not None:
+        raise SchemaContradiction(*outcome.error)
+    notices.extend(outcome.notices)
+    if not outcome.replacements:
+        return tools, outcome.relaxed
+    # Entries that did not change stay the client's own objects; only the list is new.
+    new_tools = list(tools)
+    for i, entry in outcome.replacements:
+        new_tools[i] = entry
+    return new_tools, outcome.relaxed
 
 
 def _format_owner(body: dict[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""Every sanitise (BEHAVIOUR.md 3.2) and relax (3.3) rule, and how a request body gets its schemas."""
+"""Every sanitise (BEHAVIOUR.md 3.2) and relax (3.3) rule, and how request bodies get schemas."""
 
 from __future__ import annotations
 
@@ -470,7 +470,7 @@ def test_dependencies_keep_name_lists_and_sanitise_schemas() -> None:
 
 
 def test_sanitise_never_mutates_and_never_aliases_its_input() -> None:
-    schema = {
+    schema: dict[str, Any] = {
         "$ref": "#/$defs/A",
         "$defs": {"A": {"type": ["object", "null"], "properties": {
             "e": {"type": "string", "enum": ["x"], "pattern": "(?=a)"}}}},
@@ -629,12 +629,13 @@ def test_sanitise_mode_rewrites_tools_and_copies_only_the_changed_path() -> None
 
 def test_nothing_to_change_returns_the_same_body() -> None:
     clean = {"type": "object", "properties": {"q": {"type": "string"}}}
-    for body in (
+    bodies: list[dict[str, Any]] = [
         {"messages": []},
         {"tools": [tool("b", clean), {"type": "web_search"}]},
         {"tools": [{"type": "function", "function": {"name": "noargs"}}]},
         {"response_format": {"type": "json_object"}},
-    ):
+    ]
+    for body in bodies:
         for mode in ("sanitise", "passthrough"):
             result = apply_to_request(body, mode=mode, relaxed=False)
             assert result.body is body
@@ -715,7 +716,7 @@ def test_passthrough_contradiction_raises_naming_tool_and_keyword(relaxed: bool)
 def test_response_format_schema_is_sanitised_and_named_in_notices() -> None:
     schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 5,
                                                      "maximum": 1}}}
-    body = {"response_format": {"type": "json_schema",
+    body: dict[str, Any] = {"response_format": {"type": "json_schema",
                                 "json_schema": {"name": "out", "strict": True, "schema": schema}}}
     result = apply_to_request(body, mode="sanitise", relaxed=False)
     assert result.body["response_format"] == {"type": "json_schema", "json_schema": {
@@ -758,3 +759,50 @@ def test_second_request_reuses_the_cached_schema_objects() -> None:
     second = apply_to_request(orjson.loads(raw), mode="sanitise", relaxed=False)
     params = [r.body["tools"][0]["function"]["parameters"] for r in (first, second)]
     assert params[0] is params[1]
+
+
+def test_unreached_definitions_give_no_notices() -> None:
+    params = {"type": "object", "properties": {"a": {"type": "string"}},
+              "$defs": {"Dead": {"type": "array", "minItems": 3, "maxItems": 1}}}
+    result = apply_to_request({"tools": [tool("t", params)]}, mode="sanitise", relaxed=False)
+    assert result.notices == []
+    assert result.body["tools"][0]["function"]["parameters"] == {
+        "type": "object", "properties": {"a": {"type": "string"}}}
+
+
+def test_cached_contradiction_raises_on_every_request() -> None:
+    raw = orjson.dumps({"tools": [tool("t", {"type": "array", "minItems": 3, "maxItems": 1})]})
+    for _ in range(2):
+        with pytest.raises(SchemaContradiction) as err:
+            apply_to_request(orjson.loads(raw), mode="passthrough", relaxed=False)
+        assert (err.value.tool, err.value.keyword, err.value.path) == ("tool 't'", "minItems", "#")
+
+
+def test_tools_list_that_changed_by_one_tool_reuses_the_others() -> None:
+    a = {"type": "object", "properties": {"x": {"type": ["string", "null"]}}}
+    b = {"type": "object", "properties": {"y": {"type": ["integer", "null"]}}}
+    first = apply_to_request({"tools": [tool("a", a)]}, mode="sanitise", relaxed=False)
+    second = apply_to_request({"tools": [tool("a", copy.deepcopy(a)), tool("b", b)]},
+                              mode="sanitise", relaxed=False)
+    assert (second.body["tools"][0]["function"]["parameters"]
+            is first.body["tools"][0]["function"]["parameters"])
+    assert second.body["tools"][1]["function"]["parameters"] == {
+        "type": "object", "properties": {"y": {"type": "integer", "nullable": True}}}
+
+
+def test_tool_without_a_name_is_named_by_index() -> None:
+    body = {"tools": [{"type": "function", "function": {
+        "parameters": {"type": "string", "minLength": 4, "maxLength": 1}}}]}
+    with pytest.raises(SchemaContradiction) as err:
+        apply_to_request(body, mode="passthrough", relaxed=False)
+    assert err.value.tool == "tools[0]"
+
+
+def test_large_and_fractional_bounds_are_written_plainly() -> None:
+    body = {"tools": [tool("t", {"type": "object", "properties": {
+        "n": {"type": "number", "minimum": 2000000.0, "maximum": 0.5}}})]}
+    result = apply_to_request(body, mode="sanitise", relaxed=False)
+    assert result.notices == [
+        "Dropped minimum 2000000 at #/properties/n in tool 't' because it exceeds maximum 0.5 "
+        "and no value could satisfy both."
+    ]

@@ -15,7 +15,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.schemas import clear_caches, find_contradictions, relax, sanitise
+from proxy.schemas import apply_to_request, clear_caches, find_contradictions, relax, sanitise
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -56,7 +56,7 @@ leaf = st.one_of(
         "maxLength": SMALL, "pattern": PATTERNS, "minimum": SMALL, "format": FORMATS,
     }),
     st.fixed_dictionaries({"type": st.sampled_from(["foo", 5])}),
-    st.fixed_dictionaries({"enum": st.lists(st.integers(), max_size=2)}),
+    st.fixed_dictionaries({"enum": st.lists(st.integers(-(2**63), 2**63 - 1), max_size=2)}),
 )
 
 
@@ -203,3 +203,18 @@ def test_relax_removes_every_pattern_and_format_and_nothing_else(doc: Any) -> No
     relaxed = relax(orjson.loads(orjson.dumps(sane)))
     _only_pattern_and_format_removed(sane, relaxed)
     assert not any("pattern" in n or "format" in n for n in _nodes(relaxed))
+
+
+@SETTINGS
+@given(st.lists(documents, min_size=1, max_size=3), st.booleans())
+def test_apply_to_request_never_mutates_and_sends_the_sanitised_form(
+    params: list[Any], relaxed: bool
+) -> None:
+    body = {"tools": [{"type": "function", "function": {"name": f"t{i}", "parameters": p}}
+                      for i, p in enumerate(params)]}
+    before = copy.deepcopy(body)
+    result = apply_to_request(body, mode="sanitise", relaxed=relaxed)
+    assert body == before
+    for sent, p in zip(result.body["tools"], params, strict=True):
+        expected = relax(sanitise(p)) if relaxed else sanitise(p)
+        assert sent["function"]["parameters"] == expected

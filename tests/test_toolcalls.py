@@ -94,9 +94,8 @@ def test_recovery_switched_off() -> None:
 def test_native_calls_repaired_not_recovered() -> None:
     body = _body("<tool_call>ignored</tool_call>")
     body["choices"][0]["message"]["tool_calls"] = [
-        {"id": "a", "type": "function", "function": {"name": "get_time", "arguments": "{'tz': 'UTC'}"}},
-        {"id": "b", "type": "function", "function": {"name": "get_time", "arguments": ""}},
-        {"id": "c", "type": "function", "function": {"name": "get_time", "arguments": '{"tz": "X"}'}},
+        {"id": i, "type": "function", "function": {"name": "get_time", "arguments": a}}
+        for i, a in (("a", "{'tz': 'UTC'}"), ("b", ""), ("c", '{"tz": "X"}'))
     ]
     new, events = process_response(body, TOOLS)
     assert new is not None

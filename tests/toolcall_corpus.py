@@ -198,7 +198,8 @@ _REAL = [
         "qwen3_coder"),
     Case(
         "llamacpp_qwen3coder_spaces",
-        " <tool_call>\n<function=get_time> <parameter=tz>UTC\n</parameter>\n</function> </tool_call>",
+        " <tool_call>\n<function=get_time> <parameter=tz>UTC\n</parameter>\n</function> "
+        "</tool_call>",
         None, [("get_time", {"tz": "UTC"})], "qwen3_coder"),
     Case("hermes742_open_tag_missing",
          '<think>plan</think>{"name": "get_time", "arguments": {"tz": "UTC"}}</tool_call>',

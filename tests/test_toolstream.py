@@ -1,0 +1,221 @@
+"""Streams (BEHAVIOUR.md 4.3, 4.4): every corpus case streamed gives the whole-response result."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletionChunk
+
+from proxy.events import ARGUMENTS, HOLDBACK_RELEASED, TOOL_RECOVERED
+from proxy.toolstream import StreamToolProcessor
+from tests.test_toolcalls import whole_result
+from tests.toolcall_corpus import CASES, TOOLS, Case
+
+TEMPLATE = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "system_fingerprint": "fp"}
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None, index: int = 0) -> dict[str, Any]:
+    return {**TEMPLATE, "choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
+
+
+def run(pieces: list[str], tools: list[dict[str, Any]] | None = TOOLS,
+        extra: list[dict[str, Any]] | None = None, finish: str = "stop",
+        **kw: Any) -> tuple[list[dict[str, Any]], StreamToolProcessor]:
+    proc = StreamToolProcessor(tools, **kw)
+    upstream = [chunk({"role": "assistant", "content": ""})]
+    upstream += [chunk({"content": p}) for p in pieces] + (extra or [])
+    upstream.append(chunk({}, finish))
+    out: list[dict[str, Any]] = []
+    for c in upstream:
+        out.extend(proc.feed(c))
+    out.extend(proc.finish())
+    return out, proc
+
+
+def client_view(out: list[dict[str, Any]]) -> tuple[str | None, list[tuple[str, str, str]], str]:
+    """What the openai SDK's stream helper assembles from the chunks."""
+    state = ChatCompletionStreamState()
+    for c in out:
+        state.handle_chunk(ChatCompletionChunk.model_validate(c))
+    choice = state.current_completion_snapshot.choices[0]
+    calls = [(c.id, c.function.name, c.function.arguments) for c in choice.message.tool_calls or []]
+    # The upstream role chunk carries content "", so an empty stream reply reads "" not None.
+    return choice.message.content or None, calls, choice.finish_reason
+
+
+def expected(case: Case) -> tuple[str | None, list[tuple[str, str, str]], str]:
+    content, calls, finish = whole_result(case)
+    return content, calls, finish
+
+
+def split_random(text: str, seed: int) -> list[str]:
+    rnd = random.Random(seed)
+    pieces, i = [], 0
+    while i < len(text):
+        k = rnd.randint(1, 12)
+        pieces.append(text[i : i + k])
+        i += k
+    return pieces
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_one_char_per_chunk(case: Case) -> None:
+    out, _ = run(list(case.text), list(case.tools))
+    assert client_view(out) == expected(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_whole_text_in_one_chunk(case: Case) -> None:
+    out, _ = run([case.text], list(case.tools))
+    assert client_view(out) == expected(case)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(CASES), st.integers(0, 10**6))
+def test_random_chunking(case: Case, seed: int) -> None:
+    out, _ = run(split_random(case.text, seed), list(case.tools))
+    assert client_view(out) == expected(case)
+
+
+_MARKED = [c for c in CASES if c.format and c.format not in ("bare_json", "fenced_json",
+                                                              "pythonic")]
+
+
+@pytest.mark.parametrize("case", _MARKED[::3], ids=lambda c: c.name)
+def test_marker_split_at_every_position(case: Case) -> None:
+    want = expected(case)
+    for cut in range(1, len(case.text)):
+        out, _ = run([case.text[:cut], case.text[cut:]], list(case.tools))
+        assert client_view(out) == want, cut
+
+
+def test_plain_text_passes_through_same_objects_and_hold_is_bounded() -> None:
+    text = ("Paris is sunny, 21 degrees. Use a hat; the UV index is 7 (high). "
+            "Functions like f(x) and tags like <b> or [note] are fine.\nBye!")
+    proc = StreamToolProcessor(TOOLS)
+    longest = proc.longest_marker
+    sent = []
+    for ch in text:
+        c = chunk({"content": ch})
+        out = proc.feed(c)
+        assert proc.held() < longest
+        sent.extend(out)
+    sent.extend(proc.feed(chunk({}, "stop")))
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in sent) == text
+    assert proc.events == []
+
+
+def test_unchanged_chunk_is_same_object() -> None:
+    proc = StreamToolProcessor(TOOLS)
+    c = chunk({"content": "Hello"})
+    assert proc.feed(c)[0] is c
+    usage = {**TEMPLATE, "choices": [], "usage": {"prompt_tokens": 1}}
+    assert proc.feed(usage) == [usage] and proc.feed(usage)[0] is usage
+
+
+def test_recovered_stream_events_and_template() -> None:
+    text = 'Sure.\n<tool_call>{"name": "get_time", "arguments": {"tz": "UTC"}}</tool_call>'
+    out, proc = run(list(text))
+    assert all(c["id"] == "chatcmpl-1" and c["system_fingerprint"] == "fp" for c in out)
+    assert [e.kind for e in proc.events] == [TOOL_RECOVERED]
+    assert proc.events[0].labels == {"format": "hermes"}
+    assert proc.content_started
+
+
+def test_held_text_past_limit_is_released() -> None:
+    text = "<tool_call>" + "x" * 300
+    out, proc = run(list(text), holdback_limit=100)
+    assert client_view(out) == (text, [], "stop")
+    assert [e.kind for e in proc.events] == [HOLDBACK_RELEASED]
+
+
+def test_recover_off_passes_text() -> None:
+    text = '<tool_call>{"name": "get_time", "arguments": {}}</tool_call>'
+    out, _ = run(list(text), recover=False)
+    assert client_view(out) == (text, [], "stop")
+
+
+def test_n2_choices_independent() -> None:
+    proc = StreamToolProcessor(TOOLS)
+    call = '<tool_call>{"name": "get_time", "arguments": {}}</tool_call>'
+    out: list[dict[str, Any]] = []
+    plain = "plain text here" + "." * (len(call) - 15)
+    for a, b in zip(call, plain, strict=True):
+        out += proc.feed({**TEMPLATE, "choices": [
+            {"index": 0, "delta": {"content": a}, "finish_reason": None},
+            {"index": 1, "delta": {"content": b}, "finish_reason": None}]})
+    out += proc.feed(chunk({}, "stop", 0)) + proc.feed(chunk({}, "stop", 1)) + proc.finish()
+    by_index: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
+    for c in out:
+        for ch in c["choices"]:
+            by_index[ch["index"]].append(ch)
+    assert "".join(ch["delta"].get("content") or "" for ch in by_index[1]) == plain
+    assert [ch["finish_reason"] for ch in by_index[0] if ch["finish_reason"]] == ["tool_calls"]
+
+
+# -- 4.4 reassembly -------------------------------------------------------------------------
+
+def _calls(fragments: list[dict[str, Any]], finish: str = "tool_calls") -> tuple[
+        list[tuple[str, str, str]], StreamToolProcessor]:
+    out, proc = run([], extra=[chunk({"tool_calls": [f]}) for f in fragments], finish=finish)
+    return client_view(out)[1], proc
+
+
+def test_reassembly_by_index() -> None:
+    frags = [
+        {"index": 0, "id": "a", "type": "function", "function": {"name": "get_time"}},
+        {"index": 1, "id": "b", "type": "function", "function": {"name": "search"}},
+        {"index": 0, "function": {"arguments": '{"tz": '}},
+        {"index": 1, "function": {"arguments": '{"query": "x"}'}},
+        {"index": 0, "function": {"arguments": '"UTC"}'}},
+    ]
+    assert _calls(frags)[0] == [("a", "get_time", '{"tz": "UTC"}'),
+                                ("b", "search", '{"query": "x"}')]
+
+
+def test_reassembly_id_only_and_nameless_continuation() -> None:
+    frags = [
+        {"id": "a", "function": {"name": "get_time", "arguments": "{'tz'"}},
+        {"function": {"arguments": ": 'UTC'}"}},
+        {"id": "b", "function": {"name": "search", "arguments": "{}"}},
+        {"id": "a", "function": {"arguments": ""}},
+    ]
+    calls, proc = _calls(frags)
+    assert calls == [("a", "get_time", '{"tz":"UTC"}'), ("b", "search", "{}")]
+    assert [e.labels for e in proc.events if e.kind == ARGUMENTS] == [{"outcome": "repaired"}]
+
+
+def test_whole_calls_all_at_index_0_and_minted_unique_ids() -> None:
+    frags = [
+        {"index": 0, "function": {"name": "get_time", "arguments": '{"tz": "UTC"}'}},
+        {"index": 0, "function": {"name": "get_time", "arguments": '{"tz": "CET"}'}},
+        {"index": 0, "id": "call_0", "function": {"name": "search", "arguments": "{}"}},
+    ]
+    calls, _ = _calls(frags)
+    assert [(n, a) for _, n, a in calls] == [("get_time", '{"tz": "UTC"}'),
+                                             ("get_time", '{"tz": "CET"}'), ("search", "{}")]
+    ids = [i for i, _, _ in calls]
+    assert ids[:2] == ["call_0", "call_1"] and len(set(ids)) == 3
+
+
+def test_different_id_same_index_is_new_call_and_empty_name_dropped() -> None:
+    frags = [
+        {"index": 0, "id": "x", "function": {"name": "get_time", "arguments": "{}"}},
+        {"index": 0, "id": "y", "function": {"name": "", "arguments": "{}"}},
+        {"index": 1, "id": "z", "function": {"name": "search"}},
+    ]
+    calls, _ = _calls(frags)
+    assert calls == [("x", "get_time", "{}"), ("z", "search", "{}")]
+
+
+def test_truncated_native_call_flagged() -> None:
+    frags = [{"index": 0, "id": "a", "function": {"name": "write_file", "arguments": '{"a": "lo'}}]
+    calls, proc = _calls(frags, finish="length")
+    assert calls == [("a", "write_file", '{"a": "lo')]
+    assert [e.labels for e in proc.events] == [{"outcome": "truncated"}]
