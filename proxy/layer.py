@@ -143,11 +143,7 @@ class AgentLayer:
             job.events.emit(ev.INFO, notice)
         if built.structured_in_words and not job.state.get("in_words"):
             job.state["in_words"] = True
-            job.events.emit(
-                ev.STRUCTURED_IN_WORDS,
-                f"{model} on {up.name} takes no "
-                "response_format; the JSON schema was asked for in the system prompt.",
-            )
+            job.events.emit(ev.STRUCTURED_IN_WORDS, "")  # build_body's notice says it
         result = apply_to_request(
             built.body, mode=self.schema_mode(up), relaxed=not endpoint.strict_schemas
         )
@@ -193,6 +189,10 @@ class AgentLayer:
         refusal = classify(
             status, raw, job.sent or job.body, droppable=self.droppable(up), known=known
         )
+        if refusal is not None and refusal.capability == "native_tools":
+            # Tool emulation (BEHAVIOUR 10) is a later issue: until build_body acts on this latch,
+            # latching it would resend the same body and claim tools went into the prompt.
+            return Decision.give(status, upstream_error_body(status, raw))
         if refusal is not None and self.proxy.store.learn(
             up.endpoint_id, model, refusal, upstream=up.name
         ):
