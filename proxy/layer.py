@@ -110,8 +110,21 @@ class AgentLayer:
             window = None  # the probe failed: it is asked again next time; no check this time
         if window is None:
             return None
-        tokens = self.calibration.tokens((up.endpoint_id, job.events.model), chars)
-        message = preflight(tokens, reply_ceiling(job.body), window)
+        key = (up.endpoint_id, job.events.model)
+        tokens = self.calibration.tokens(key, chars)
+        ceiling = reply_ceiling(job.body)
+        if (
+            up.config.exact_token_count
+            and up.kind == "llama.cpp"
+            and tokens + ceiling >= window // 2
+        ):
+            # Close enough to the window for the estimate's error to matter: ask the server to
+            # count. Far below it the estimate decides, so most requests pay nothing.
+            exact = await up.count_prompt_tokens(job.body.get("messages"), job.body.get("tools"))
+            if exact is not None:
+                self.calibration.observe(key, chars, exact)
+                tokens = exact
+        message = preflight(tokens, ceiling, window)
         if message is None:
             return None
         job.events.emit(ev.OVERFLOW, "", where="preflight")

@@ -143,6 +143,28 @@ class Upstream:
             except orjson.JSONDecodeError:
                 return resp.status, None
 
+    async def count_prompt_tokens(self, messages: Any, tools: Any) -> int | None:
+        """llama.cpp only: the exact prompt size, by rendering the template and tokenizing it.
+
+        None when the server cannot say (not llama.cpp, an old build, unreachable): the caller
+        then falls back to its estimate.
+        """
+        payload: dict[str, Any] = {"messages": messages}
+        if tools:
+            payload["tools"] = tools
+        try:
+            status, rendered = await self.post_json(self.root + "/apply-template", payload)
+            if status != 200 or not isinstance(rendered, dict):
+                return None
+            prompt = rendered.get("prompt")
+            if not isinstance(prompt, str):
+                return None
+            status, counted = await self.post_json(self.root + "/tokenize", {"content": prompt})
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return None
+        tokens = counted.get("tokens") if isinstance(counted, dict) else None
+        return len(tokens) if status == 200 and isinstance(tokens, list) else None
+
     async def probe(self) -> bool:
         """Fetch the model listing; the upstream is ready when it answers 200."""
         self.last_probe = time.time()
