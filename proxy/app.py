@@ -53,6 +53,17 @@ class Proxy:
         self._probe_task: asyncio.Task[None] | None = None
         self._save_lock = asyncio.Lock()
 
+    def mask(self, text: str) -> str:
+        """`text` with every configured key replaced: upstreams echo keys in their errors."""
+        secrets = [u.api_key for u in self.settings.upstreams if u.api_key]
+        secrets += self.settings.client_keys
+        if self.settings.admin_key:
+            secrets.append(self.settings.admin_key)
+        for secret in secrets:
+            if len(secret) >= 4:
+                text = text.replace(secret, "[REDACTED]")
+        return text
+
     def _count_attempt(self, job: Job, status: str) -> None:
         self.metrics.upstream_attempt(
             upstream=job.upstream.name, model=job.events.model, status=status
@@ -146,44 +157,79 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     """Turn every error into an OpenAI-shaped one: never an HTML page or a traceback."""
     try:
         return await handler(request)
-    except ProxyError as exc:
+    except asyncio.CancelledError:
+        raise
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise  # redirects and the like are answers, not errors
+        response = _error_for(request, exc)
+    except Exception as exc:  # every failure becomes an OpenAI-shaped answer
+        response = _error_for(request, exc)
+    _record_rejected(request, response.status)
+    return response
+
+
+def _error_for(request: web.Request, exc: Exception) -> web.Response:
+    if isinstance(exc, ProxyError):
         return exc.response()
-    except web.HTTPRequestEntityTooLarge as exc:
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
         return error_response(
             413,
             f"The request body is larger than this proxy accepts ({exc.text or 'limit exceeded'}). "
             "Send a smaller body, or raise server.max_body_bytes.",
             code="request_too_large",
         )
-    except web.HTTPNotFound:
+    if isinstance(exc, web.HTTPNotFound):
         return error_response(
             404,
             f"No route {request.path}; latchgate serves /v1/chat/completions, "
             "/v1/completions, /v1/embeddings and /v1/models.",
             code="unknown_url",
         )
-    except web.HTTPMethodNotAllowed as exc:
+    if isinstance(exc, web.HTTPMethodNotAllowed):
         return error_response(
             405,
             f"{request.method} is not allowed on {request.path}; use "
             f"{', '.join(sorted(exc.allowed_methods))}.",
             code="method_not_allowed",
         )
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
+    if isinstance(exc, web.HTTPException) and exc.status >= 400:
         return error_response(exc.status, exc.reason or "Request failed.")
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # the last line of defence: log it, answer 500 in OpenAI's shape
-        proxy = request.app[PROXY_KEY]
-        proxy.log.exception("unhandled", path=request.path, error=type(exc).__name__)
-        return error_response(
-            500,
-            "latchgate hit an internal error handling this request; it was "
-            "logged. Retry, and report it if it repeats.",
-            type="server_error",
-        )
+    # The last line of defence: log it, answer 500 in OpenAI's shape.
+    proxy = request.app[PROXY_KEY]
+    proxy.log.error("unhandled", path=request.path, error=type(exc).__name__, exc_info=exc)
+    return error_response(
+        500,
+        "latchgate hit an internal error handling this request; it was "
+        "logged. Retry, and report it if it repeats.",
+        type="server_error",
+    )
+
+
+_API_ROUTES = {"chat/completions": "chat", "completions": "completions", "embeddings": "embeddings"}
+
+
+def _record_rejected(request: web.Request, status: int) -> None:
+    """Requests refused before they reached an upstream still get a log line and a count."""
+    route = _API_ROUTES.get(request.path.removeprefix("/v1").strip("/"))
+    if route is None:
+        return
+    proxy = request.app[PROXY_KEY]
+    proxy.metrics.request_done(
+        upstream="none",
+        model="none",
+        route=route,
+        stream=False,
+        status=status,
+        duration=0.0,
+        overhead=0.0,
+    )
+    events = RequestEvents(
+        request_id=new_request_id(request.headers.get("x-request-id")),
+        upstream="none",
+        model="none",
+    )
+    logs.request_line(events, status=status, duration=0.0, attempts=0, route=route, stream=False)
 
 
 @web.middleware
@@ -193,7 +239,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         return await handler(request)
     keys = proxy.settings.client_keys
     if keys and not _key_ok(_bearer(request), keys):
-        return error_response(
+        raise ProxyError(
             401,
             "Missing or wrong API key: send one of this proxy's client keys as "
             "'Authorization: Bearer <key>'.",
@@ -312,9 +358,17 @@ async def _run(
             route=job.route,
             stream=job.stream,
             tokens=tokens,
+            **_error_field(proxy, job, status),
         )
         if job.state.get("latched"):
             await proxy.save_state()
+
+
+def _error_field(proxy: Proxy, job: Job, status: int) -> dict[str, str]:
+    error = job.state.get("upstream_error")
+    if status < 400 or not error:
+        return {}
+    return {"upstream_error": proxy.mask(error)}
 
 
 def _token_counts(usage: dict[str, Any] | None) -> dict[str, int] | None:

@@ -17,7 +17,7 @@ import orjson
 
 from . import events as ev
 from .errors import ProxyError
-from .negotiate import DEFAULT_DROPPABLE, build_body, classify, client_wants_usage
+from .negotiate import DEFAULT_DROPPABLE, build_body, classify, client_wants_usage, error_text
 from .overflow import is_overflow, overflow_message, reported_window
 from .pipeline import Decision, Job, StreamProcessor, upstream_error_body
 from .retry import RetryPolicy, Transient, classify_status, next_wait
@@ -176,6 +176,8 @@ class AgentLayer:
 
     # -- after an error ---------------------------------------------------------------------
     def on_error(self, job: Job, status: int, headers: Any, raw: bytes) -> Decision:
+        # The last upstream error, for the request's log line (which masks keys).
+        job.state["upstream_error"] = f"HTTP {status}: {error_text(raw)[:500]}"
         if job.route == "chat":
             decision = self._chat_error(job, status, raw)
             if decision is not None:
@@ -225,6 +227,7 @@ class AgentLayer:
         return None
 
     def on_failure(self, job: Job, reason: str, detail: str) -> Decision:
+        job.state["upstream_error"] = f"{reason}: {detail}"[:500]
         decision = self._retry(job, Transient(reason))
         if decision is not None:
             return decision
@@ -436,7 +439,33 @@ def _contradiction(body: dict[str, Any]) -> ProxyError | None:
                 param="tools",
                 code="invalid_tool_schema",
             )
-    return None
+    return _response_contradiction(body)
+
+
+def _response_contradiction(body: dict[str, Any]) -> ProxyError | None:
+    """The same check for `response_format.json_schema.schema`.
+
+    Without it, apply_to_request raised SchemaContradiction from `prepare` and the client got a
+    500 "internal error" instead of a 400 naming the bound.
+    """
+    rf = body.get("response_format")
+    if not isinstance(rf, dict) or rf.get("type") != "json_schema":
+        return None
+    js = rf.get("json_schema")
+    if not isinstance(js, dict):
+        return None
+    found = find_contradictions(js.get("schema"))
+    if not found:
+        return None
+    path, keyword = found[0]
+    return ProxyError(
+        400,
+        f"Response format {js.get('name')!r} has an impossible schema: '{keyword}' at {path} "
+        "contradicts its counterpart (the minimum is above the maximum). Fix the bound; "
+        "no value can satisfy it.",
+        param="response_format",
+        code="invalid_json_schema",
+    )
 
 
 __all__ = ["AgentLayer", "JsonInWordsStream", "SchemaContradiction"]

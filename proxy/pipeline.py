@@ -170,8 +170,11 @@ def _error_message(parsed: Any, raw: bytes) -> str:
             value = parsed.get(key)
             if isinstance(value, str) and value:
                 return value
-        if isinstance(parsed.get("message"), dict | list):
-            return orjson.dumps(parsed["message"]).decode()
+        for key in ("message", "detail"):
+            # Mistral's newer envelope sends `"message": []` and the pydantic list in `detail`.
+            value = parsed.get(key)
+            if isinstance(value, dict | list) and value:
+                return orjson.dumps(value).decode()
     if isinstance(parsed, list) and parsed:
         first = parsed[0]
         if isinstance(first, dict) and isinstance(first.get("error"), dict):
@@ -201,10 +204,24 @@ class Pipeline:
                 return await self._whole_attempt(job)
             except _Retry as retry:
                 decision = retry.decision
+                # An attempt may have opened the client's stream (a role chunk, before any
+                # content) and then failed: the next attempt and `_give` must write to that
+                # stream, not start a second response on the same connection.
+                client = job.state.get("client", client)
             if decision.action == "return":
                 return await self._give(request, job, client, decision)
             if decision.wait > 0:
-                await asyncio.sleep(decision.wait)
+                await self._backoff(job, decision.wait)
+
+    @staticmethod
+    async def _backoff(job: Job, wait: float) -> None:
+        # A retry's backoff is time the upstream costs, not latchgate's own: counted as upstream
+        # wait so the overhead histogram does not report retry pauses as proxy cost.
+        t0 = time.perf_counter()
+        try:
+            await asyncio.sleep(wait)
+        finally:
+            job.upstream_wait += time.perf_counter() - t0
 
     async def _give(
         self, request: web.Request, job: Job, client: web.StreamResponse | None, d: Decision
@@ -229,6 +246,11 @@ class Pipeline:
             raise _Retry(
                 self.layer.on_failure(job, "connect", f"{type(exc).__name__}: {exc}")
             ) from None
+        except asyncio.CancelledError:
+            # A watchdog or request timeout cancelled the attempt before any status came back
+            # (or the client left): it was an attempt all the same, counted with no status.
+            self.on_attempt(job, "error")
+            raise
         finally:
             job.upstream_wait += time.perf_counter() - t0
         self.on_attempt(job, str(resp.status))
@@ -296,6 +318,7 @@ class Pipeline:
         _apply_headers(client, response_headers(job))
         await client.prepare(request)
         job.state["notices_sent"] = len(job.events.notices)
+        job.state["client"] = client
         return client
 
     async def _stream_attempt(
@@ -305,7 +328,7 @@ class Pipeline:
         loop = asyncio.get_running_loop()
         first = cfg.effective_first_token_timeout
         idle = cfg.idle_timeout
-        processor = self.layer.stream_processor(job)
+        processor: StreamProcessor | None = None
         forward_usage = self.layer.forward_usage(job)
         parser = SSEParser()
         finished = done = False
@@ -315,11 +338,18 @@ class Pipeline:
             async with watchdog:
                 resp = await self._open(job)
                 await self._check_status(job, resp)
+                # Chosen after `prepare` ran for this attempt: what to do with the reply depends
+                # on what was sent (JSON asked for in words is only known once the body is built).
+                processor = self.layer.stream_processor(job)
                 content = resp.content
                 while not done:
                     t0 = time.perf_counter()
-                    chunk = await content.readany()
-                    job.upstream_wait += time.perf_counter() - t0
+                    try:
+                        chunk = await content.readany()
+                    finally:
+                        # Also when the idle watchdog or a leaving client cancels the read: that
+                        # wait is the upstream's, not latchgate's overhead.
+                        job.upstream_wait += time.perf_counter() - t0
                     if not chunk:
                         break
                     for event in parser.feed(chunk):
@@ -509,7 +539,7 @@ class Pipeline:
             if decision.action == "return":
                 return await self._give(request, job, None, decision)
             if decision.wait > 0:
-                await asyncio.sleep(decision.wait)
+                await self._backoff(job, decision.wait)
 
     async def _raw_attempt(self, request: web.Request, job: Job) -> web.StreamResponse:
         resp = await self._open(job)
