@@ -115,6 +115,24 @@ class _Retry(Exception):
         self.decision = decision
 
 
+class _ErrorEvent(Exception):
+    """An error event in a stream before any content: handled like an HTTP error status."""
+
+    def __init__(self, data: bytes, status: int) -> None:
+        super().__init__(status)
+        self.data = data
+        self.status = status
+
+
+def _event_status(chunk: dict[str, Any]) -> int:
+    """The HTTP status an in-stream error stands for (its `code`, when that is one)."""
+    error = chunk.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599:
+        return code
+    return 500
+
+
 def new_request_id(given: str | None) -> str:
     """The client's own request id when it is a sane token, else a fresh one."""
     if given and len(given) <= 128 and all(c.isalnum() or c in "-_.:" for c in given):
@@ -408,6 +426,12 @@ class Pipeline:
                 "answer is incomplete. Retry the request, or raise idle_timeout for this upstream.",
                 "upstream_timeout",
             )
+        except _ErrorEvent as err:
+            if resp is not None:
+                resp.close()
+            raise _Retry(
+                self.layer.on_error(job, err.status, resp.headers if resp else {}, err.data)
+            ) from None
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             if resp is not None:
                 resp.close()
@@ -484,6 +508,10 @@ class Pipeline:
         if not isinstance(chunk, dict):
             return frame(data), False
         if "error" in chunk and "choices" not in chunk:
+            if not job.content_started:
+                # An error before any answer (older llama.cpp reports overflows this way):
+                # judged like an HTTP error, so it can be mapped, latched or retried.
+                raise _ErrorEvent(data, _event_status(chunk))
             # The upstream reported an error mid-stream; relayed, the SDK raises it.
             return frame(data), True
         finished = False

@@ -409,3 +409,36 @@ async def test_upstream_key_and_client_auth_forwarding(
         model="fake-model", messages=MSG
     )
     assert fake.requests[-1].headers["Authorization"] == "Bearer client-key"
+
+
+async def test_error_event_before_content_is_judged_like_an_http_error(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    overflow = {
+        "error": {
+            "code": 400,
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 5000,
+            "n_ctx": 4096,
+            "message": "request (5000 tokens) exceeds the available "
+            "context size (4096 tokens), try increasing it",
+        }
+    }
+    fake.push(Stream([chunk({"role": "assistant", "content": ""}), overflow, "[DONE]"]))
+    stream = await lg.client().chat.completions.create(
+        model="fake-model", messages=MSG, stream=True
+    )
+    with pytest.raises(openai.APIError) as info:
+        async for _ in stream:
+            pass
+    assert info.value.code == "context_length_exceeded"
+    assert "exceeds the available context size" in info.value.message
+    assert len(fake.bodies()) == 1  # mapped, not retried
+    # a transient one is retried on the same client stream
+    busy = {"error": {"code": 503, "type": "unavailable_error", "message": "server busy"}}
+    fake.push(Stream([chunk({"role": "assistant", "content": ""}), busy]), text_stream("fine"))
+    stream = await lg.client().chat.completions.create(
+        model="fake-model", messages=MSG, stream=True
+    )
+    text = "".join([p.choices[0].delta.content or "" async for p in stream if p.choices])
+    assert text == "fine"
