@@ -21,7 +21,7 @@ import orjson
 from aiohttp import web, web_protocol
 
 from . import logs
-from .capabilities import LatchStore, endpoint_id
+from .capabilities import SNAPSHOT_VERSION, LatchStore, endpoint_id
 from .config import Settings
 from .errors import ProxyError, error_response
 from .events import RequestEvents
@@ -29,7 +29,7 @@ from .layer import AgentLayer
 from .metrics import Metrics
 from .pipeline import Job, Pipeline, new_request_id
 from .routing import Router, merge_listings
-from .snapshots import load_file, save_file
+from .snapshots import load_file, save_file, set_aside
 from .upstream import Upstream
 from .validate import check_chat, check_completion, check_embeddings
 
@@ -75,6 +75,11 @@ class Proxy:
         if path is None:
             return
         data, warnings = load_file(path)
+        if data is not None and data.get("version") != SNAPSHOT_VERSION:
+            # Another version's file: ignored, and kept aside so our next save cannot lose it.
+            why = f"version {data.get('version')!r}, this latchgate writes {SNAPSHOT_VERSION}"
+            warnings.append(set_aside(path, why, tag="foreign"))
+            data = None
         for warning in warnings:
             self.log.warning("state_file", message=warning, path=str(path))
         if data is not None:

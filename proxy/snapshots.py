@@ -33,28 +33,28 @@ def load_file(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        return None, [_set_aside(path, f"it is not valid JSON ({exc})")]
+        return None, [set_aside(path, f"it is not valid JSON ({exc})")]
     if not isinstance(data, dict):
-        return None, [_set_aside(path, "it is not a JSON object")]
+        return None, [set_aside(path, "it is not a JSON object")]
     return data, []
 
 
-def _set_aside(path: Path, why: str) -> str:
-    """Rename a corrupt snapshot out of the way, keeping it; return the warning to report."""
-    aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+def set_aside(path: Path, why: str, *, tag: str = "corrupt") -> str:
+    """Rename an unusable snapshot out of the way, keeping it; return the warning to report."""
+    aside = path.with_name(f"{path.name}.{tag}-{int(time.time())}")
     counter = 1
-    while aside.exists():  # two corrupt loads within one second: keep both copies
-        aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}-{counter}")
+    while aside.exists():  # two such loads within one second: keep both copies
+        aside = path.with_name(f"{path.name}.{tag}-{int(time.time())}-{counter}")
         counter += 1
     try:
         path.rename(aside)
     except OSError as exc:
         return (
-            f"latch snapshot {path} is corrupt: {why}; it could not be moved aside ({exc}), "
+            f"latch snapshot {path} is {tag}: {why}; it could not be moved aside ({exc}), "
             "so latches start empty and the file is left untouched"
         )
     return (
-        f"latch snapshot {path} is corrupt: {why}; it was kept as {aside.name} and latches "
+        f"latch snapshot {path} is {tag}: {why}; it was kept as {aside.name} and latches "
         "start empty"
     )
 
