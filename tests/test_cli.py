@@ -28,7 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "proxy", *args],
-        capture_output=True, text=True, timeout=30, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=ROOT,
         env={**os.environ, **(env or {})},
     )
 
@@ -36,9 +39,22 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 def test_help_lists_every_flag() -> None:
     out = run_cli("--help")
     assert out.returncode == 0
-    for flag in ("--upstream", "--config", "--name", "--kind", "--api-key-env", "--host", "--port",
-                 "--state-file", "--retries", "--idle-timeout", "--first-token-timeout",
-                 "--log-level", "latches show", "LATCHGATE_CLIENT_KEYS"):
+    for flag in (
+        "--upstream",
+        "--config",
+        "--name",
+        "--kind",
+        "--api-key-env",
+        "--host",
+        "--port",
+        "--state-file",
+        "--retries",
+        "--idle-timeout",
+        "--first-token-timeout",
+        "--log-level",
+        "latches show",
+        "LATCHGATE_CLIENT_KEYS",
+    ):
         assert flag in out.stdout
 
 
@@ -47,16 +63,23 @@ def test_help_lists_every_flag() -> None:
     [
         ((), {}, "say what to serve"),
         (("--upstream", "ftp://x"), {}, "is not an http(s) URL"),
-        (("--upstream", "http://127.0.0.1:1/v1", "--host", "0.0.0.0"), {"LATCHGATE_CLIENT_KEYS": ""},
-         "client keys are required"),
-        (("--upstream", "http://127.0.0.1:1/v1", "--api-key-env", "LG_NOT_SET_VAR"), {},
-         "LG_NOT_SET_VAR is not set"),
+        (
+            ("--upstream", "http://127.0.0.1:1/v1", "--host", "0.0.0.0"),
+            {"LATCHGATE_CLIENT_KEYS": ""},
+            "client keys are required",
+        ),
+        (
+            ("--upstream", "http://127.0.0.1:1/v1", "--api-key-env", "LG_NOT_SET_VAR"),
+            {},
+            "LG_NOT_SET_VAR is not set",
+        ),
         (("--upstream", "http://127.0.0.1:1/v1", "--retries", "-1"), {}, "must be 0 or more"),
         (("--config", "/nonexistent/latchgate.toml"), {}, "no such file"),
     ],
 )
-def test_bad_settings_exit_2_with_one_line(args: tuple[str, ...], env: dict[str, str],
-                                           message: str) -> None:
+def test_bad_settings_exit_2_with_one_line(
+    args: tuple[str, ...], env: dict[str, str], message: str
+) -> None:
     out = run_cli(*args, env=env)
     assert out.returncode == 2
     assert message in out.stderr
@@ -66,16 +89,27 @@ def test_bad_settings_exit_2_with_one_line(args: tuple[str, ...], env: dict[str,
 @pytest.mark.parametrize(
     ("toml", "message"),
     [
-        ("[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\nkind = 'tgi'\n",
-         "upstreams[0].kind: 'tgi' is not one of auto, openai"),
-        ("[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\nidle_timeout = 'soon'\n",
-         "upstreams[0].idle_timeout: expected a number"),
-        ("[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\ncolour = 1\n",
-         "upstreams[0]: unknown key 'colour'"),
-        ("[server]\nport = 70000\n[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\n",
-         "server.port: must be 65535 or less"),
-        ("[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\n[[upstreams]]\nname = 'a'\n"
-         "base_url = 'http://y/v1'\n", "used twice"),
+        (
+            "[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\nkind = 'tgi'\n",
+            "upstreams[0].kind: 'tgi' is not one of auto, openai",
+        ),
+        (
+            "[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\nidle_timeout = 'soon'\n",
+            "upstreams[0].idle_timeout: expected a number",
+        ),
+        (
+            "[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\ncolour = 1\n",
+            "upstreams[0]: unknown key 'colour'",
+        ),
+        (
+            "[server]\nport = 70000\n[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\n",
+            "server.port: must be 65535 or less",
+        ),
+        (
+            "[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\n[[upstreams]]\nname = 'a'\n"
+            "base_url = 'http://y/v1'\n",
+            "used twice",
+        ),
         ("[server]\n", "add at least one [[upstreams]]"),
         ("not toml = = =", "not valid TOML"),
     ],
@@ -106,9 +140,22 @@ async def test_serves_and_saves_latches_on_shutdown(fake: FakeUpstream, tmp_path
     port = _free_port()
     state = tmp_path / "state.json"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proxy", "--upstream", fake.url, "--kind", "generic",
-        "--port", str(port), "--state-file", str(state), "--log-level", "warning",
-        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "proxy",
+        "--upstream",
+        fake.url,
+        "--kind",
+        "generic",
+        "--port",
+        str(port),
+        "--state-file",
+        str(state),
+        "--log-level",
+        "warning",
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         async with aiohttp.ClientSession() as s:
@@ -119,9 +166,12 @@ async def test_serves_and_saves_latches_on_shutdown(fake: FakeUpstream, tmp_path
                             break
                 except aiohttp.ClientConnectionError:
                     await asyncio.sleep(0.05)
-        client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x",
-                                    max_retries=0)
-        got = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        client = openai.AsyncOpenAI(
+            base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0
+        )
+        got = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}]
+        )
         assert got.choices[0].message.content == "Hello!"
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -133,8 +183,10 @@ async def test_serves_and_saves_latches_on_shutdown(fake: FakeUpstream, tmp_path
 
 def test_latches_commands_round_trip(tmp_path: Path) -> None:
     config = tmp_path / "latchgate.toml"
-    config.write_text(f"[server]\nstate_file = 'state.json'\n[[upstreams]]\nname = 'local'\n"
-                      f"base_url = 'http://127.0.0.1:8080/v1'\n")
+    config.write_text(
+        "[server]\nstate_file = 'state.json'\n[[upstreams]]\nname = 'local'\n"
+        "base_url = 'http://127.0.0.1:8080/v1'\n"
+    )
     eid = endpoint_id("http://127.0.0.1:8080/v1", None)
     store = LatchStore()
     store.learn(eid, "qwen", Refusal("legacy_token_limit"), upstream="local")
@@ -144,8 +196,12 @@ def test_latches_commands_round_trip(tmp_path: Path) -> None:
     assert main(["latches", "--config", str(config), "show"]) == 0
     exported = tmp_path / "export.json"
     assert main(["latches", "--config", str(config), "export", str(exported)]) == 0
-    assert main(["latches", "--config", str(config), "reset", "--upstream", "local",
-                 "--model", "qwen"]) == 0
+    assert (
+        main(
+            ["latches", "--config", str(config), "reset", "--upstream", "local", "--model", "qwen"]
+        )
+        == 0
+    )
     left = LatchStore()
     left.merge_snapshot(orjson.loads((tmp_path / "state.json").read_bytes()))
     assert left.view(eid, "qwen")[1].legacy_token_limit is True
@@ -154,8 +210,19 @@ def test_latches_commands_round_trip(tmp_path: Path) -> None:
     back = LatchStore()
     back.merge_snapshot(orjson.loads((tmp_path / "state.json").read_bytes()))
     assert back.view(eid, "qwen")[1].legacy_token_limit is False
-    assert main(["latches", "--state-file", str(tmp_path / "state.json"), "expire",
-                 "--older-than", "0s"]) == 0
+    assert (
+        main(
+            [
+                "latches",
+                "--state-file",
+                str(tmp_path / "state.json"),
+                "expire",
+                "--older-than",
+                "0s",
+            ]
+        )
+        == 0
+    )
     gone = LatchStore()
     gone.merge_snapshot(orjson.loads((tmp_path / "state.json").read_bytes()))
     assert gone.describe() == []

@@ -21,8 +21,9 @@ async def test_exact_count_refuses_what_the_estimate_lets_through(
     fake: FakeUpstream, start_proxy: StartProxy
 ) -> None:
     llama_routes(fake, tokens=9000)  # the server's own count: over the 8192 window
-    running = await start_proxy({"name": "llama", "base_url": fake.url, "kind": "llama.cpp",
-                                 "exact_token_count": True})
+    running = await start_proxy(
+        {"name": "llama", "base_url": fake.url, "kind": "llama.cpp", "exact_token_count": True}
+    )
     with pytest.raises(openai.BadRequestError) as info:
         await running.client().chat.completions.create(model="m", messages=MSG, max_tokens=100)
     assert info.value.code == "context_length_exceeded"
@@ -30,17 +31,21 @@ async def test_exact_count_refuses_what_the_estimate_lets_through(
     assert fake.bodies() == []  # refused before sending
 
 
-async def test_exact_count_lets_through_what_fits(fake: FakeUpstream, start_proxy: StartProxy) -> None:
+async def test_exact_count_lets_through_what_fits(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
     llama_routes(fake, tokens=3000)
-    running = await start_proxy({"name": "llama", "base_url": fake.url, "kind": "llama.cpp",
-                                 "exact_token_count": True})
+    running = await start_proxy(
+        {"name": "llama", "base_url": fake.url, "kind": "llama.cpp", "exact_token_count": True}
+    )
     # The estimate (~5000 + 3000 reserved) is near the window; the exact 3000 + 3000 fits.
     got = await running.client().chat.completions.create(model="m", messages=MSG, max_tokens=3000)
     assert got.choices[0].message.content == "Hello!"
 
 
-async def test_without_the_setting_the_estimate_decides(fake: FakeUpstream,
-                                                        start_proxy: StartProxy) -> None:
+async def test_without_the_setting_the_estimate_decides(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
     llama_routes(fake, tokens=9000)
     running = await start_proxy({"name": "llama", "base_url": fake.url, "kind": "llama.cpp"})
     got = await running.client().chat.completions.create(model="m", messages=MSG, max_tokens=100)
