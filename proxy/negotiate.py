@@ -291,7 +291,10 @@ _NEVER = (
 _GRAMMAR = (
     r"pars(?:e|ing) (?:the )?grammar|grammar pars|invalid grammar|build (?:a )?grammar|"
     r"json[ -]schema conversion|unrecogni[sz]ed schema|schema to grammar|unsupported ref\b|"
-    r"error resolving ref"
+    r"error resolving ref|"
+    # llama.cpp's newer converter: `JSON schema error at #/...: unsupported $ref ...`,
+    # `cannot resolve $ref`, `unrecognized type foo`, `enum must be a non-empty array`.
+    r"json schema error at #|unsupported \$ref\b|cannot resolve \$ref"
 )
 _VALUE_WORDS = (
     r"unsupported value|invalid (?:reasoning(?:[ _]effort)? )?value|supported values|"
@@ -351,9 +354,19 @@ def classify(
 
 
 def _grammar_rule(text: str, names: tuple[str, ...], sent: dict[str, Any]) -> Refusal | None:
+    # Relaxing only changes a body that carries a schema: a failing grammar the client wrote
+    # itself (llama.cpp's `grammar` field) is its own error, and must not latch the endpoint.
+    if not _carries_schema(sent):
+        return None
     if _has(_GRAMMAR, text) and "no user query found" not in text:
         return Refusal("strict_schemas")
     return None
+
+
+def _carries_schema(sent: dict[str, Any]) -> bool:
+    rf = sent.get("response_format")
+    structured = isinstance(rf, dict) and rf.get("type") == "json_schema"
+    return bool(sent.get("tools") or sent.get("functions") or structured)
 
 
 def _stream_options_rule(
