@@ -395,29 +395,28 @@ def _token_counts(usage: dict[str, Any] | None) -> dict[str, int] | None:
     }
 
 
-async def chat_completions(request: web.Request) -> web.StreamResponse:
-    raw, body = await _read_json(request)
-    check_chat(body)
-    job = _job(request, "chat", "/chat/completions", raw, body)
-    proxy = request.app[PROXY_KEY]
-    return await _run(request, job, lambda: proxy.pipeline.run(request, job))
+def _api_route(
+    route: str, path: str, check: Callable[[dict[str, Any]], None], *, whole_only: bool = False
+) -> Handler:
+    """A handler for one forwarded route: read and check the body, route it, run the job."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        raw, body = await _read_json(request)
+        check(body)
+        job = _job(request, route, path, raw, body)
+        if whole_only:
+            job.stream = False
+        proxy = request.app[PROXY_KEY]
+        if route == "chat":
+            return await _run(request, job, lambda: proxy.pipeline.run(request, job))
+        return await _run(request, job, lambda: proxy.pipeline.relay_raw(request, job))
+
+    return handle
 
 
-async def completions(request: web.Request) -> web.StreamResponse:
-    raw, body = await _read_json(request)
-    check_completion(body)
-    job = _job(request, "completions", "/completions", raw, body)
-    proxy = request.app[PROXY_KEY]
-    return await _run(request, job, lambda: proxy.pipeline.relay_raw(request, job))
-
-
-async def embeddings(request: web.Request) -> web.StreamResponse:
-    raw, body = await _read_json(request)
-    check_embeddings(body)
-    job = _job(request, "embeddings", "/embeddings", raw, body)
-    job.stream = False
-    proxy = request.app[PROXY_KEY]
-    return await _run(request, job, lambda: proxy.pipeline.relay_raw(request, job))
+chat_completions = _api_route("chat", "/chat/completions", check_chat)
+completions = _api_route("completions", "/completions", check_completion)
+embeddings = _api_route("embeddings", "/embeddings", check_embeddings, whole_only=True)
 
 
 async def _listing(proxy: Proxy) -> list[dict[str, Any]]:

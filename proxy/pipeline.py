@@ -392,17 +392,13 @@ class Pipeline:
             if resp is not None:
                 resp.close()
             if not watchdog.expired():  # aiohttp's own socket timeout, not our watchdog
-                if not job.content_started:
-                    raise _Retry(
-                        self.layer.on_failure(job, "timeout", "the connection timed out")
-                    ) from None
-                return await self._end_with_error(
+                return await self._failed(
                     request,
                     job,
                     client,
+                    ("timeout", "the connection timed out"),
                     504,
-                    f"The connection to upstream {job.upstream.name} timed out mid-stream; the "
-                    "answer is incomplete. Retry the request.",
+                    "timed out mid-stream",
                     "upstream_timeout",
                 )
             phase = "idle" if job.content_started else "first_token"
@@ -413,18 +409,15 @@ class Pipeline:
                 f"({'mid-stream' if job.content_started else 'before the first token'}).",
                 phase=phase,
             )
-            if not job.content_started:
-                raise _Retry(
-                    self.layer.on_failure(job, "silent", f"silent for {limit:g} s")
-                ) from None
-            return await self._end_with_error(
+            return await self._failed(
                 request,
                 job,
                 client,
+                ("silent", f"silent for {limit:g} s"),
                 504,
-                f"The upstream {job.upstream.name} went silent for {limit:g} s mid-stream; the "
-                "answer is incomplete. Retry the request, or raise idle_timeout for this upstream.",
+                f"went silent for {limit:g} s mid-stream",
                 "upstream_timeout",
+                ", or raise idle_timeout for this upstream",
             )
         except _ErrorEvent as err:
             if resp is not None:
@@ -435,17 +428,13 @@ class Pipeline:
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             if resp is not None:
                 resp.close()
-            if not job.content_started:
-                raise _Retry(
-                    self.layer.on_failure(job, "connect", f"{type(exc).__name__}: {exc}")
-                ) from None
-            return await self._end_with_error(
+            return await self._failed(
                 request,
                 job,
                 client,
+                ("connect", f"{type(exc).__name__}: {exc}"),
                 502,
-                f"The connection to upstream {job.upstream.name} broke mid-stream "
-                f"({type(exc).__name__}); the answer is incomplete. Retry the request.",
+                f"broke mid-stream (the connection failed: {type(exc).__name__})",
                 "upstream_disconnected",
             )
         except asyncio.CancelledError:
@@ -464,17 +453,13 @@ class Pipeline:
                     client = await self._prepare_client(request, job)
                 await client.write(self._with_notices(job, tail_bytes))
         if not done and not finished:
-            if not job.content_started:
-                raise _Retry(
-                    self.layer.on_failure(job, "connect", "the stream ended before any answer")
-                )
-            return await self._end_with_error(
+            return await self._failed(
                 request,
                 job,
                 client,
+                ("connect", "the stream ended before any answer"),
                 502,
-                f"The upstream {job.upstream.name} ended the stream without finishing the answer "
-                "(no finish reason, no [DONE]); the answer is incomplete. Retry the request.",
+                "ended the stream without finishing the answer (no finish reason, no [DONE])",
                 "upstream_incomplete",
             )
         if client is None:
@@ -483,6 +468,27 @@ class Pipeline:
         await client.write_eof()
         job.status = 200
         return client
+
+    async def _failed(
+        self,
+        request: web.Request,
+        job: Job,
+        client: web.StreamResponse | None,
+        failure: tuple[str, str],
+        status: int,
+        what: str,
+        code: str,
+        advice: str = "",
+    ) -> web.StreamResponse:
+        """A stream attempt failed: retried while nothing reached the client, else ended with an
+        error event saying what the upstream did (`what`)."""
+        if not job.content_started:
+            raise _Retry(self.layer.on_failure(job, *failure))
+        message = (
+            f"The upstream {job.upstream.name} {what}; the answer is incomplete. "
+            f"Retry the request{advice}."
+        )
+        return await self._end_with_error(request, job, client, status, message, code)
 
     def _with_notices(self, job: Job, data: bytes) -> bytes:
         """Prefix SSE comment lines for notices that arose after the headers went out."""

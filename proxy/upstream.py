@@ -121,19 +121,19 @@ class Upstream:
 
     async def get_json(self, url: str, *, timeout: float = 10.0) -> tuple[int, Any]:
         """GET a URL on this server and parse JSON; (status, None) when the body is not JSON."""
-        async with self.session.get(
-            url, headers=self.headers(None), timeout=ClientTimeout(total=timeout)
-        ) as resp:
-            raw = await resp.read()
-            try:
-                return resp.status, orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                return resp.status, None
+        return await self._json("GET", url, None, timeout)
 
     async def post_json(self, url: str, payload: Any, *, timeout: float = 10.0) -> tuple[int, Any]:
-        async with self.session.post(
+        """POST `payload` as JSON to a URL on this server; the answer as `get_json` gives it."""
+        return await self._json("POST", url, orjson.dumps(payload), timeout)
+
+    async def _json(
+        self, method: str, url: str, data: bytes | None, timeout: float
+    ) -> tuple[int, Any]:
+        async with self.session.request(
+            method,
             url,
-            data=orjson.dumps(payload),
+            data=data,
             headers=self.headers(None),
             timeout=ClientTimeout(total=timeout),
         ) as resp:
