@@ -51,8 +51,10 @@ _TEXT_HINT = re.compile(r"(?i)bearer|basic|sk-|[?&](?:key|api|access|token)")
 _TEXT_PATTERNS = (
     (re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"',;]*[^\s\"',;.]"), r"\1 " + REDACTED),
     (re.compile(r"\bsk-[A-Za-z0-9_\-]{3,}"), "sk-" + REDACTED),
-    (re.compile(r"(?i)([?&](?:key|api_key|api-key|access_token|token)=)[^&\s\"']+"),
-     r"\1" + REDACTED),
+    (
+        re.compile(r"(?i)([?&](?:key|api_key|api-key|access_token|token)=)[^&\s\"']+"),
+        r"\1" + REDACTED,
+    ),
 )
 
 
@@ -188,6 +190,8 @@ def request_line(
     are added to the line, redacted like everything else.
     """
     latched = [e.labels.get("capability", "") for e in req.events if e.kind == ev.REFUSAL]
+    if status < 500 and not latched and not get_logger().is_enabled_for(logging.INFO):
+        return  # an info line at level warning: not worth building
     line: dict[str, Any] = {
         "request_id": req.request_id,
         "upstream": req.upstream,

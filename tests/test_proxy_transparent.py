@@ -442,3 +442,15 @@ async def test_error_event_before_content_is_judged_like_an_http_error(
     )
     text = "".join([p.choices[0].delta.content or "" async for p in stream if p.choices])
     assert text == "fine"
+
+
+async def test_fast_path_relays_text_that_looks_like_keys(lg: Running, fake: FakeUpstream) -> None:
+    tricky = ['{"error": 1}', ' "usage": 2,', ' "finish_reason": "stop"', " done"]
+    fake.push(text_stream(*tricky, usage=False))
+    stream = await lg.client().chat.completions.create(
+        model="fake-model", messages=MSG, stream=True
+    )
+    parts = [p async for p in stream]
+    assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == "".join(tricky)
+    assert [p.choices[0].finish_reason for p in parts if p.choices][-1] == "stop"
+    assert all(p.usage is None for p in parts)
