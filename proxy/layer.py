@@ -298,8 +298,11 @@ class AgentLayer:
         changed: dict[str, Any] | None = None
         if job.state.get("in_words"):
             changed = _json_from_words(body)
+        tools = self._tools(job)
+        if tools is None and not _has_tool_calls(body):
+            return changed  # nothing to recover, nothing to repair: skip the walk
         new, events = process_response(
-            changed or body, self._tools(job), recover=job.upstream.config.recover_tool_calls
+            changed or body, tools, recover=job.upstream.config.recover_tool_calls
         )
         for event in events:
             job.events.add(event)
@@ -401,6 +404,16 @@ class JsonInWordsStream:
                 "choices": [{"index": 0, "delta": {}, "finish_reason": self._finish or "stop"}],
             },
         ]
+
+
+def _has_tool_calls(body: dict[str, Any]) -> bool:
+    choices = body.get("choices")
+    return isinstance(choices, list) and any(
+        isinstance(c, dict)
+        and isinstance(c.get("message"), dict)
+        and c["message"].get("tool_calls")
+        for c in choices
+    )
 
 
 def _json_from_words(body: dict[str, Any]) -> dict[str, Any] | None:
