@@ -31,6 +31,16 @@ class SSEParser:
         self._buf = b""
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """The events `chunk` completed."""
+        events = []
+        for block in self.blocks(chunk):
+            event = parse_block(block)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def blocks(self, chunk: bytes) -> list[bytes]:
+        """The raw events `chunk` completed, each without its blank line (LF line ends)."""
         buf = self._buf + chunk if self._buf else chunk
         if b"\r" in buf:
             # Normalise CR and CRLF to LF. A CR at the very end might be half of a CRLF: keep it.
@@ -38,18 +48,17 @@ class SSEParser:
             if buf.endswith(b"\r"):
                 buf, tail = buf[:-1], b"\r"
             buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + tail
-        events: list[SSEEvent] = []
+        blocks: list[bytes] = []
         start = 0
         while True:
             end = buf.find(b"\n\n", start)
             if end < 0:
                 break
-            event = _parse_block(buf[start:end])
-            if event is not None:
-                events.append(event)
+            if end > start:
+                blocks.append(buf[start:end])
             start = end + 2
         self._buf = buf[start:]
-        return events
+        return blocks
 
     @property
     def pending(self) -> bytes:
@@ -61,11 +70,12 @@ class SSEParser:
         rest, self._buf = self._buf.strip(b"\n"), b""
         if not rest:
             return []
-        event = _parse_block(rest)
+        event = parse_block(rest)
         return [event] if event is not None else []
 
 
-def _parse_block(block: bytes) -> SSEEvent | None:
+def parse_block(block: bytes) -> SSEEvent | None:
+    """One raw event (without its blank line) as an `SSEEvent`; None when it carries nothing."""
     if block.startswith(b"data: ") and b"\n" not in block:
         return SSEEvent(data=block[6:])  # the common case: one data line
     data: list[bytes] = []

@@ -76,24 +76,31 @@ def _append(content: object, text: str) -> object:
 def extract_json(text: str) -> str | None:
     """The JSON a reply carries, as compact JSON; None when there is none.
 
-    Looks after the last `</think>`. Candidates are each fenced block, then the span from the
-    first `{`/`[` to the last `}`/`]` (to the end when the reply was cut off). Every candidate is
-    tried strictly before any is repaired, so a fence mark inside a JSON string cannot win over
-    the whole object; only the candidate span is repaired, never the prose around it (a repair
-    library run over prose turns it into `""`).
+    Candidates are each fenced block, then the span from the first `{`/`[` to the last `}`/`]`
+    (to the end when the reply was cut off), taken after the last `</think>` and from the whole
+    text (that `</think>` may sit inside the JSON's own strings). Every candidate is tried
+    strictly before any is repaired, and among strict ones the longest wins, so neither a fence
+    mark nor a `</think>` inside a JSON string can cut the object short. Only a candidate span
+    is ever repaired, never the prose around it (a repair library run over prose turns it into
+    `""`), and the part after the thinking is repaired first.
     """
     tail = text.rsplit(_THINK_END, 1)[-1].strip()
-    whole = _strict(tail)
-    if whole is not None:
-        return whole
-    spans = [_span(block) for block in _FENCE.findall(tail)] + [_span(tail)]
-    candidates = [span for span in spans if span is not None]
-    for parse in (_strict, _repaired):
-        for span in candidates:
-            found = parse(span)
-            if found is not None:
-                return found
+    sources = [tail] if tail == text.strip() else [tail, text.strip()]
+    candidates = [span for source in sources for span in _candidates(source)]
+    # The whole reply is a candidate too, but only strictly: repairing it would repair prose.
+    strict = [found for found in map(_strict, sources + candidates) if found is not None]
+    if strict:
+        return max(strict, key=len)
+    for span in candidates:
+        found = _repaired(span)
+        if found is not None:
+            return found
     return None
+
+
+def _candidates(text: str) -> list[str]:
+    spans = [_span(block) for block in _FENCE.findall(text)] + [_span(text)]
+    return [span for span in spans if span is not None]
 
 
 def _span(text: str) -> str | None:

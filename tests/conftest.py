@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -9,11 +10,18 @@ from typing import Any
 import openai
 import pytest
 from aiohttp import web
+from hypothesis import settings as hypothesis_settings
 
 from proxy.app import PROXY_KEY, Proxy
 from proxy.config import Settings, parse_upstream
 from proxy.server import start
 from tests.fakeupstream import FakeUpstream
+
+# CI runs the property tests on a fixed sequence of examples, so a run is reproducible and a
+# failure there is one anybody can replay; local runs keep exploring new examples each time.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
 
 
 class Running:

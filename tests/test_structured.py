@@ -128,3 +128,9 @@ def test_property_wrapped_object_comes_back_exactly(
 def test_extract_fence_mark_inside_a_string_does_not_cut_the_object() -> None:
     text = 'Sure.\n```json\n{"code": "```x```", "n": 1}\n```'
     assert extract_json(text) == '{"code":"```x```","n":1}'
+
+
+def test_extract_with_think_end_inside_a_string() -> None:
+    # found by the property test: the last </think> is inside the JSON, not a think block
+    assert extract_json('Here it is: {"": "</think>"}') == '{"":"</think>"}'
+    assert extract_json('<think>plan {a}</think>{"a": 1}') == '{"a":1}'
