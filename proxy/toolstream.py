@@ -321,7 +321,10 @@ class StreamToolProcessor:
                 calls, arg_events = build_calls(found.calls, finish)
                 self.events.append(recovered_event(len(calls), found.format))
                 self.events.extend(arg_events)
-                finish = "tool_calls" if finish is not None else None
+                finish = "tool_calls"
+        if calls and finish is None:
+            # The upstream ended without a finish reason: the client still gets one (4.3).
+            finish = "tool_calls"
         state.held = ""
         base = {"index": state.index}
         if text:

@@ -219,3 +219,18 @@ def test_truncated_native_call_flagged() -> None:
     calls, proc = _calls(frags, finish="length")
     assert calls == [("a", "write_file", '{"a": "lo')]
     assert [e.labels for e in proc.events] == [{"outcome": "truncated"}]
+
+
+def test_calls_get_a_finish_reason_when_the_upstream_gave_none() -> None:
+    # The upstream ends with [DONE] but no finish chunk: the client still gets "tool_calls".
+    proc = StreamToolProcessor(TOOLS)
+    text = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    out: list[dict[str, Any]] = []
+    upstream = [chunk({"role": "assistant", "content": ""})]
+    for c in upstream + [chunk({"content": ch}) for ch in text]:
+        out.extend(proc.feed(c))
+    out.extend(proc.finish())
+    content, calls, finish = client_view(out)
+    assert content in (None, "")
+    assert [name for _, name, _ in calls] == ["get_weather"]
+    assert finish == "tool_calls"
