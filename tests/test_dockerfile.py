@@ -157,7 +157,6 @@ def test_installs_the_package_from_the_build_context() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (ROOT / "proxy" / "cli.py").exists(), reason="proxy/cli.py not written yet")
 def test_pip_install_in_a_clean_venv_gives_a_working_cli(tmp_path: Path) -> None:
     context = tmp_path / "src"
     context.mkdir()
