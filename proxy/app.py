@@ -27,7 +27,7 @@ from .errors import ProxyError, error_response
 from .events import RequestEvents
 from .layer import AgentLayer
 from .metrics import Metrics
-from .pipeline import Job, Pipeline, new_request_id
+from .pipeline import REQUEST_ID_HEADER, Job, Pipeline, new_request_id
 from .routing import Router, merge_listings
 from .snapshots import load_file, save_file, set_aside
 from .upstream import Upstream
@@ -170,8 +170,22 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         response = _error_for(request, exc)
     except Exception as exc:  # every failure becomes an OpenAI-shaped answer
         response = _error_for(request, exc)
-    _record_rejected(request, response.status)
+    if not request.get(_JOB_RAN):  # a job that ran has been counted and logged already
+        _record_rejected(request, response.status)
+    response.headers[REQUEST_ID_HEADER] = _request_id(request)
     return response
+
+
+_JOB_RAN = web.RequestKey("latchgate_job_ran", bool)
+_REQUEST_ID = web.RequestKey("latchgate_request_id", str)
+
+
+def _request_id(request: web.Request) -> str:
+    """This request's id: the client's own when sane, else a fresh one; the same all along."""
+    rid = request.get(_REQUEST_ID)
+    if rid is None:
+        rid = request[_REQUEST_ID] = new_request_id(request.headers.get("x-request-id"))
+    return str(rid)
 
 
 def _error_for(request: web.Request, exc: Exception) -> web.Response:
@@ -229,11 +243,7 @@ def _record_rejected(request: web.Request, status: int) -> None:
         duration=0.0,
         overhead=0.0,
     )
-    events = RequestEvents(
-        request_id=new_request_id(request.headers.get("x-request-id")),
-        upstream="none",
-        model="none",
-    )
+    events = RequestEvents(request_id=_request_id(request), upstream="none", model="none")
     logs.request_line(events, status=status, duration=0.0, attempts=0, route=route, stream=False)
 
 
@@ -308,7 +318,7 @@ def _job(request: web.Request, route: str, path: str, raw: bytes, body: dict[str
         )
     upstream = proxy.upstreams[name]
     events = RequestEvents(
-        request_id=new_request_id(request.headers.get("x-request-id")),
+        request_id=_request_id(request),
         upstream=name,
         model=model,
         listeners=[proxy.metrics.on_event],
@@ -329,6 +339,7 @@ async def _run(
     request: web.Request, job: Job, runner: Callable[[], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     proxy = request.app[PROXY_KEY]
+    request[_JOB_RAN] = True
     name = job.upstream.name
     model = proxy.metrics.model_label(job.events.model)
     proxy.metrics.inflight(name, 1)

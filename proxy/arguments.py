@@ -28,8 +28,12 @@ TRUNCATED = "truncated"
 
 _CLOSERS = ",}]:"
 _LITERALS = {
-    "true": "true", "True": "true", "false": "false", "False": "false",
-    "null": "null", "None": "null",
+    "true": "true",
+    "True": "true",
+    "false": "false",
+    "False": "false",
+    "null": "null",
+    "None": "null",
 }
 
 
@@ -180,8 +184,9 @@ def _double_string(text: str, i: int, out: list[str]) -> int:
         if c == '"':
             # Raw control characters are the one thing fixed inside a string: JSON forbids them.
             body = text[i + 1 : j]
-            out.append('"' + body.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-                       + '"')
+            out.append(
+                '"' + body.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") + '"'
+            )
             return j + 1
         j += 1
     raise _Incomplete("unterminated string")
@@ -241,11 +246,15 @@ def argument_event(name: str, outcome: str) -> Event | None:
     if outcome == REPAIRED:
         notice = f"Repaired the almost-JSON arguments of tool call '{name}' into valid JSON."
     elif outcome == TRUNCATED:
-        notice = (f"The tool call '{name}' was cut off at the reply ceiling (finish_reason "
-                  "length); its arguments are incomplete. Raise max_tokens.")
+        notice = (
+            f"The tool call '{name}' was cut off at the reply ceiling (finish_reason "
+            "length); its arguments are incomplete. Raise max_tokens."
+        )
     elif outcome == UNPARSEABLE:
-        notice = (f"The model produced invalid arguments for tool call '{name}'; they are "
-                  "passed through unchanged.")
+        notice = (
+            f"The model produced invalid arguments for tool call '{name}'; they are "
+            "passed through unchanged."
+        )
     else:
         return None
     return Event(ARGUMENTS, notice, {"outcome": outcome})

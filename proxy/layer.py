@@ -218,8 +218,13 @@ class AgentLayer:
             )
             self.proxy.refresh_latch_gauge()
             return Decision("resend", reason="latched")
-        if refusal is not None and self.proxy.store.generation != job.state.get("generation"):
+        if (
+            refusal is not None
+            and not job.state.get("race_resent")
+            and self.proxy.store.generation != job.state.get("generation")
+        ):
             # Another request learned this refusal while ours was in flight: send again, once.
+            job.state["race_resent"] = True
             job.state["resends"] = resends + 1
             return Decision("resend", reason="lost race")
         if refusal is not None:
@@ -252,7 +257,7 @@ class AgentLayer:
         )
 
     def _retry(self, job: Job, transient: Transient) -> Decision | None:
-        if job.content_started:
+        if job.relayed:
             return None  # never resend once anything reached the client
         cfg = job.upstream.config
         policy = RetryPolicy(budget=cfg.retries, loading_timeout=cfg.loading_timeout)
@@ -284,7 +289,10 @@ class AgentLayer:
     def on_usage(self, job: Job, usage: dict[str, Any]) -> None:
         prompt = usage.get("prompt_tokens")
         chars = job.state.get("chars")
-        if isinstance(prompt, int) and prompt > 0 and chars:
+        # Once per request: a server that reports usage on every chunk must not fill the whole
+        # calibration window with one prompt.
+        if isinstance(prompt, int) and prompt > 0 and chars and not job.state.get("calibrated"):
+            job.state["calibrated"] = True
             self.calibration.observe((job.upstream.endpoint_id, job.events.model), chars, prompt)
 
     def forward_usage(self, job: Job) -> bool:

@@ -369,9 +369,7 @@ def _carries_schema(sent: dict[str, Any]) -> bool:
     return bool(sent.get("tools") or sent.get("functions") or structured)
 
 
-def _stream_options_rule(
-    text: str, names: tuple[str, ...], sent: dict[str, Any]
-) -> Refusal | None:
+def _stream_options_rule(text: str, names: tuple[str, ...], sent: dict[str, Any]) -> Refusal | None:
     if "stream_options" in sent and _has(r"stream[_ ]options", text):
         return Refusal("usage_in_stream")
     return None
@@ -388,9 +386,7 @@ def _token_limit_rule(text: str, names: tuple[str, ...], sent: dict[str, Any]) -
     return None
 
 
-def _temperature_rule(
-    text: str, names: tuple[str, ...], sent: dict[str, Any]
-) -> Refusal | None:
+def _temperature_rule(text: str, names: tuple[str, ...], sent: dict[str, Any]) -> Refusal | None:
     if "temperature" not in sent or "temperature" not in text:
         return None
     if "between" in text:  # a range error: the client's value is wrong, not the field
@@ -441,8 +437,10 @@ _REFUSED_VALUE = (
     re.compile(r"invalid reasoning(?:[_ ]effort)? value:?\s*['\"`]?([\w-]+)"),
     re.compile(r"reasoning[_ ]effort\s*=\s*['\"`]?([\w-]+)['\"`]?\s+is\s+(?:only|not)\s+supported"),
 )
-_LIST_HEAD = re.compile(r"supported values are:?|must be(?: one of)?:?|expected one of:?|"
-                        r"input should be:?")
+_LIST_HEAD = re.compile(
+    r"supported values are:?|must be(?: one of)?:?|expected one of:?|"
+    r"input should be:?"
+)
 _LIST_END = re.compile(r"\.(?:\s|$)|\)|\n")
 _QUOTED = re.compile(r"['\"`]([\w-]+)['\"`]")
 
@@ -518,8 +516,9 @@ def _step_up(
     nxt = next_effort(refused, options, already | {refused})
     if nxt is None:
         return None
-    return Refusal("effort_value", refused_effort=refused, next_effort=nxt,
-                   supported_efforts=published)
+    return Refusal(
+        "effort_value", refused_effort=refused, next_effort=nxt, supported_efforts=published
+    )
 
 
 def next_effort(value: str, options: Iterable[str], refused: set[str]) -> str | None:

@@ -68,7 +68,8 @@ class Job:
     attempts: int = 0
     retries: int = 0
     sent: dict[str, Any] | None = None  # the body of the last attempt
-    content_started: bool = False
+    content_started: bool = False  # the upstream has begun answering (the watchdog's switch)
+    relayed: bool = False  # content reached the client: from here on, nothing is ever resent
     first_token_at: float | None = None
     usage: dict[str, Any] | None = None
     dropped: list[str] = field(default_factory=list)
@@ -79,9 +80,6 @@ class Job:
 
 class StreamProcessor(Protocol):
     """Turns each upstream chunk into the chunks the client should get (see proxy.toolstream)."""
-
-    @property
-    def content_started(self) -> bool: ...
 
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]: ...
 
@@ -218,6 +216,10 @@ def _error_message(parsed: Any, raw: bytes) -> str:
     return raw[:2000].decode("utf-8", "replace").strip()
 
 
+class _ClientGone(Exception):
+    """A write to the client failed: it went away. Handled like a disconnect."""
+
+
 class Pipeline:
     """Runs jobs: the attempt loop and the relays."""
 
@@ -227,6 +229,20 @@ class Pipeline:
 
     async def run(self, request: web.Request, job: Job) -> web.StreamResponse:
         """Answer one client request; always returns a response (or a finished stream)."""
+        try:
+            return await self._attempts(request, job)
+        except (asyncio.CancelledError, _ClientGone):
+            self._client_left(job)
+            raise asyncio.CancelledError() from None
+
+    def _client_left(self, job: Job) -> None:
+        """The client went away before its answer was complete (the upstream is cancelled)."""
+        job.status = 499
+        if not job.state.get("left"):
+            job.state["left"] = True
+            job.events.emit(ev.CLIENT_DISCONNECT, "", upstream=job.upstream.name)
+
+    async def _attempts(self, request: web.Request, job: Job) -> web.StreamResponse:
         problem = await self.layer.preflight(job)
         if problem is not None:
             job.status = problem.status
@@ -235,8 +251,7 @@ class Pipeline:
         while True:
             try:
                 if job.stream:
-                    client = await self._stream_attempt(request, job, client)
-                    return client
+                    return await self._stream_attempt(request, job, client)
                 return await self._whole_attempt(job)
             except _Retry as retry:
                 decision = retry.decision
@@ -265,15 +280,30 @@ class Pipeline:
         job.status = d.status
         if client is None or not client.prepared:
             return json_response(job, d.status, d.body)
-        # The stream's headers went out already: the error goes as an SSE event instead.
-        await client.write(b"data: " + d.body + b"\n\n")
-        await client.write_eof()
+        # The stream's headers went out already: the error goes as one SSE event instead (one
+        # line: a pretty-printed upstream body would break the event apart).
+        await self._write(client, self._with_notices(job, frame(_compact_error(d.status, d.body))))
+        await self._end(client)
         return client
+
+    async def _write(self, client: web.StreamResponse, data: bytes) -> None:
+        # A client that left shows up here as a reset connection; it is not the upstream's fault.
+        try:
+            await client.write(data)
+        except ConnectionResetError:
+            raise _ClientGone() from None
+
+    async def _end(self, client: web.StreamResponse) -> None:
+        try:
+            await client.write_eof()
+        except ConnectionResetError:
+            raise _ClientGone() from None
 
     async def _open(self, job: Job) -> aiohttp.ClientResponse:
         sent, payload = self.layer.prepare(job)
         job.sent = sent
         job.attempts += 1
+        job.upstream_headers = {}  # never the headers of an earlier attempt
         t0 = time.perf_counter()
         try:
             resp = await job.upstream.open(job.path, payload, client_auth=job.client_auth)
@@ -297,14 +327,21 @@ class Pipeline:
         if resp.status < 400:
             return
         t0 = time.perf_counter()
+        raw = bytearray()
         try:
-            raw = await resp.content.read(MAX_ERROR_BODY)
+            # Read to the end (up to the cap): a refusal that arrives in several pieces must be
+            # judged whole, or its wording is missed.
+            while len(raw) < MAX_ERROR_BODY:
+                part = await resp.content.read(MAX_ERROR_BODY - len(raw))
+                if not part:
+                    break
+                raw += part
         except (aiohttp.ClientError, OSError):
-            raw = b""
+            pass  # judge what arrived
         finally:
             job.upstream_wait += time.perf_counter() - t0
             resp.close()
-        decision = self.layer.on_error(job, resp.status, resp.headers, raw)
+        decision = self.layer.on_error(job, resp.status, resp.headers, bytes(raw))
         raise _Retry(decision)
 
     async def _whole_attempt(self, job: Job) -> web.StreamResponse:
@@ -330,15 +367,9 @@ class Pipeline:
         ctype = resp.headers.get("Content-Type", "application/json")
         job.status = resp.status
         if job.route == "chat" and "json" in ctype:
-            try:
-                parsed = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                parsed = None
+            parsed = _loads(raw)
             if isinstance(parsed, dict):
-                if isinstance(parsed.get("usage"), dict):
-                    job.usage = parsed["usage"]
-                    self.layer.on_usage(job, parsed["usage"])
-                changed = self.layer.whole(job, parsed)
+                changed = self._whole_body(job, parsed)
                 if changed is not None:
                     raw = orjson.dumps(changed)
         out = web.Response(status=resp.status, body=raw)
@@ -346,13 +377,23 @@ class Pipeline:
         _apply_headers(out, response_headers(job))
         return out
 
+    def _whole_body(self, job: Job, parsed: dict[str, Any]) -> dict[str, Any] | None:
+        """A whole chat completion from upstream: count its usage, let the layer change it."""
+        if isinstance(parsed.get("usage"), dict):
+            job.usage = parsed["usage"]
+            self.layer.on_usage(job, parsed["usage"])
+        return self.layer.whole(job, parsed)
+
     async def _prepare_client(self, request: web.Request, job: Job) -> web.StreamResponse:
         client = web.StreamResponse(status=200)
         client.headers["Content-Type"] = "text/event-stream; charset=utf-8"
         client.headers["Cache-Control"] = "no-cache"
         client.headers["X-Accel-Buffering"] = "no"
         _apply_headers(client, response_headers(job))
-        await client.prepare(request)
+        try:
+            await client.prepare(request)
+        except ConnectionResetError:
+            raise _ClientGone() from None
         job.state["notices_sent"] = len(job.events.notices)
         job.state["client"] = client
         return client
@@ -369,11 +410,14 @@ class Pipeline:
         parser = SSEParser()
         finished = done = False
         resp: aiohttp.ClientResponse | None = None
-        watchdog = asyncio.timeout_at(loop.time() + first if first > 0 else None)
+        deadline = loop.time() + first if first > 0 else None
+        watchdog = asyncio.timeout_at(deadline)
         try:
             async with watchdog:
                 resp = await self._open(job)
                 await self._check_status(job, resp)
+                if "event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
+                    return await self._whole_as_stream(request, job, client, resp)
                 # Chosen after `prepare` ran for this attempt: what to do with the reply depends
                 # on what was sent (JSON asked for in words is only known once the body is built).
                 processor = self.layer.stream_processor(job)
@@ -391,6 +435,7 @@ class Pipeline:
                     # Everything that arrived together goes out together: one write per read,
                     # not one per event (no added latency; ~20 fewer sends per short stream).
                     batch: list[bytes] = []
+                    carries = False
                     fast = processor is None and job.content_started
                     for block in parser.blocks(chunk):
                         if fast and _plain(block):
@@ -398,6 +443,7 @@ class Pipeline:
                             # out as it came, unparsed; a finish reason is all there is to see.
                             batch.append(block + b"\n\n")
                             finished = finished or _FINISHED.search(block) is not None
+                            carries = True
                             continue
                         event = parse_block(block)
                         if event is None or event.data is None:
@@ -406,24 +452,34 @@ class Pipeline:
                             done = True
                             break
                         try:
-                            out, fin = self._translate(job, event.data, processor, forward_usage)
-                        except _ErrorEvent:
-                            # what came before the error goes out first, as it did unbatched
-                            client = await self._flush(request, job, client, batch)
-                            raise
+                            out, fin, has = self._translate(
+                                job, event.data, processor, forward_usage
+                            )
+                        except _ErrorEvent as err:
+                            # What came before the error goes out first. If that was content,
+                            # the error is relayed as it is: nothing may be resent now.
+                            client = await self._flush(request, job, client, batch, carries)
+                            if not job.relayed:
+                                raise
+                            out, fin, has = frame(err.data), True, False
                         finished = finished or fin
+                        carries = carries or has
                         if out:
                             batch.append(out)
-                    client = await self._flush(request, job, client, batch)
                     if job.content_started:
-                        watchdog.reschedule(loop.time() + idle if idle > 0 else None)
+                        deadline = loop.time() + idle if idle > 0 else None
+                    # Time spent writing to the client is the client's, not the upstream's:
+                    # the watchdog is paused while a slow reader holds the write up.
+                    watchdog.reschedule(None)
+                    client = await self._flush(request, job, client, batch, carries)
+                    watchdog.reschedule(deadline)
                 if not done:
                     for event in parser.close():
                         if event.data == DONE:
                             done = True
+            resp.release()
+            resp = None
         except TimeoutError:
-            if resp is not None:
-                resp.close()
             if not watchdog.expired():  # aiohttp's own socket timeout, not our watchdog
                 return await self._failed(
                     request,
@@ -453,14 +509,10 @@ class Pipeline:
                 ", or raise idle_timeout for this upstream",
             )
         except _ErrorEvent as err:
-            if resp is not None:
-                resp.close()
             raise _Retry(
                 self.layer.on_error(job, err.status, resp.headers if resp else {}, err.data)
             ) from None
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-            if resp is not None:
-                resp.close()
             return await self._failed(
                 request,
                 job,
@@ -470,22 +522,47 @@ class Pipeline:
                 f"broke mid-stream (the connection failed: {type(exc).__name__})",
                 "upstream_disconnected",
             )
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, _ClientGone, _Retry):
+            raise
+        except Exception as exc:  # a bug of ours on an odd chunk: end the stream, never garble it
+            client = job.state.get("client", client)
+            if client is None or not client.prepared:
+                raise
+            log_internal_error(job, exc)
+            return await self._end_with_error(
+                request,
+                job,
+                client,
+                500,
+                "latchgate hit an internal error relaying this stream; it was logged. Retry, "
+                "and report it if it repeats.",
+                "internal_error",
+            )
+        finally:
             if resp is not None:
                 resp.close()
-            job.events.emit(ev.CLIENT_DISCONNECT, "", upstream=job.upstream.name)
-            job.status = 499
-            raise
-        if resp is not None:
-            resp.release()
+        incomplete = not done and not finished
+        if incomplete and not job.relayed:
+            # Nothing reached the client: retry, and drop whatever the processor still holds.
+            return await self._failed(
+                request,
+                job,
+                client,
+                ("connect", "the stream ended before any answer"),
+                502,
+                "ended the stream without finishing the answer",
+                "upstream_incomplete",
+            )
         if processor is not None:
-            tail = [orjson.dumps(c) for c in processor.finish()]
-            tail_bytes = b"".join(frame(c) for c in tail)
-            if tail_bytes:
-                if client is None:
-                    client = await self._prepare_client(request, job)
-                await client.write(self._with_notices(job, tail_bytes))
-        if not done and not finished:
+            tail = processor.finish()
+            client = await self._flush(
+                request,
+                job,
+                client,
+                [frame(orjson.dumps(c)) for c in tail],
+                any(_chunk_has_content(c) for c in tail),
+            )
+        if incomplete:
             return await self._failed(
                 request,
                 job,
@@ -497,8 +574,48 @@ class Pipeline:
             )
         if client is None:
             client = await self._prepare_client(request, job)
-        await client.write(self._with_notices(job, b"data: [DONE]\n\n"))
-        await client.write_eof()
+        await self._write(client, self._with_notices(job, b"data: [DONE]\n\n"))
+        await self._end(client)
+        job.status = 200
+        return client
+
+    async def _whole_as_stream(
+        self,
+        request: web.Request,
+        job: Job,
+        client: web.StreamResponse | None,
+        resp: aiohttp.ClientResponse,
+    ) -> web.StreamResponse:
+        """The server ignored `stream: true` and answered whole: stream that answer ourselves."""
+        raw = await resp.read()
+        parsed = _loads(raw)
+        if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
+            ctype = resp.headers.get("Content-Type", "no content type")
+            raise _Retry(
+                Decision.give(
+                    502,
+                    error_body(
+                        502,
+                        f"The upstream {job.upstream.name} answered a streamed request with "
+                        f"{ctype} that is neither an event stream nor a chat completion. Check "
+                        "the server.",
+                        code="upstream_bad_stream",
+                    ),
+                )
+            )
+        body = self._whole_body(job, parsed) or parsed
+        job.events.emit(
+            ev.INFO,
+            f"{job.upstream.name} answered a streamed request whole; "
+            "latchgate sent it to the client as a stream.",
+        )
+        chunks = completion_to_chunks(body, usage=self.layer.forward_usage(job))
+        client = await self._flush(
+            request, job, client, [frame(orjson.dumps(c)) for c in chunks], True
+        )
+        assert client is not None
+        await self._write(client, b"data: [DONE]\n\n")
+        await self._end(client)
         job.status = 200
         return client
 
@@ -515,7 +632,7 @@ class Pipeline:
     ) -> web.StreamResponse:
         """A stream attempt failed: retried while nothing reached the client, else ended with an
         error event saying what the upstream did (`what`)."""
-        if not job.content_started:
+        if not job.relayed:
             raise _Retry(self.layer.on_failure(job, *failure))
         message = (
             f"The upstream {job.upstream.name} {what}; the answer is incomplete. "
@@ -529,13 +646,18 @@ class Pipeline:
         job: Job,
         client: web.StreamResponse | None,
         batch: list[bytes],
+        carries: bool,
     ) -> web.StreamResponse | None:
-        """Write the events of one upstream read in one go (opening the client's stream)."""
+        """Write the events of one upstream read in one go (opening the client's stream);
+        `carries` says whether they hold content, after which nothing is ever resent."""
         if batch:
             if client is None:
                 client = await self._prepare_client(request, job)
-            await client.write(self._with_notices(job, b"".join(batch)))
+            await self._write(client, self._with_notices(job, b"".join(batch)))
             batch.clear()
+            if carries and not job.relayed:
+                job.relayed = True
+                job.first_token_at = time.perf_counter()
         return client
 
     def _with_notices(self, job: Job, data: bytes) -> bytes:
@@ -553,21 +675,19 @@ class Pipeline:
         data: bytes,
         processor: StreamProcessor | None,
         forward_usage: bool,
-    ) -> tuple[bytes, bool]:
-        """One upstream data event -> the bytes for the client, and whether it finished a choice."""
-        try:
-            chunk = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return frame(data), False  # not JSON: relay as it came, the client decides
+    ) -> tuple[bytes, bool, bool]:
+        """One upstream data event -> the bytes for the client, whether it finished a choice,
+        and whether what goes out carries content."""
+        chunk = _loads(data)
         if not isinstance(chunk, dict):
-            return frame(data), False
+            return frame(data), False, False  # not a JSON object: relayed as it came
         if "error" in chunk and "choices" not in chunk:
-            if not job.content_started:
+            if not job.relayed:
                 # An error before any answer (older llama.cpp reports overflows this way):
                 # judged like an HTTP error, so it can be mapped, latched or retried.
                 raise _ErrorEvent(data, _event_status(chunk))
             # The upstream reported an error mid-stream; relayed, the SDK raises it.
-            return frame(data), True
+            return frame(data), True, False
         finished = False
         choices = chunk.get("choices")
         if isinstance(choices, list):
@@ -576,24 +696,22 @@ class Pipeline:
                     if choice.get("finish_reason"):
                         finished = True
                     if not job.content_started and _has_content(choice.get("delta")):
-                        job.content_started = True
-                        job.first_token_at = time.perf_counter()
+                        job.content_started = True  # the upstream is answering: idle timer now
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             job.usage = usage
             self.layer.on_usage(job, usage)
         outs = [chunk] if processor is None else processor.feed(chunk)
-        if processor is not None and processor.content_started and not job.content_started:
-            job.content_started = True
-            job.first_token_at = time.perf_counter()
         parts: list[bytes] = []
+        carries = False
         for out in outs:
             if out.get("usage") is not None and not forward_usage:
                 if not out.get("choices"):
                     continue  # a usage-only chunk the client did not ask for
                 out = {k: v for k, v in out.items() if k != "usage"}
+            carries = carries or _chunk_has_content(out)
             parts.append(frame(data) if out is chunk else frame(orjson.dumps(out)))
-        return b"".join(parts), finished
+        return b"".join(parts), finished, carries
 
     async def _end_with_error(
         self,
@@ -607,59 +725,169 @@ class Pipeline:
         job.status = status
         if client is None:
             client = await self._prepare_client(request, job)
-        await client.write(self._with_notices(job, sse_error_event(status, message, code=code)))
-        await client.write_eof()
+        await self._write(
+            client, self._with_notices(job, sse_error_event(status, message, code=code))
+        )
+        await self._end(client)
         return client
 
     async def relay_raw(self, request: web.Request, job: Job) -> web.StreamResponse:
         """Forward a request as it is (completions, embeddings): bytes in, bytes out."""
-        while True:
-            try:
-                return await self._raw_attempt(request, job)
-            except _Retry as retry:
-                decision = retry.decision
-            if decision.action == "return":
-                return await self._give(request, job, None, decision)
-            if decision.wait > 0:
-                await self._backoff(job, decision.wait)
+        try:
+            while True:
+                try:
+                    return await self._raw_attempt(request, job)
+                except _Retry as retry:
+                    decision = retry.decision
+                if decision.action == "return":
+                    return await self._give(request, job, job.state.get("client"), decision)
+                if decision.wait > 0:
+                    await self._backoff(job, decision.wait)
+        except (asyncio.CancelledError, _ClientGone):
+            self._client_left(job)
+            raise asyncio.CancelledError() from None
 
     async def _raw_attempt(self, request: web.Request, job: Job) -> web.StreamResponse:
-        resp = await self._open(job)
-        await self._check_status(job, resp)
-        client = web.StreamResponse(status=resp.status)
-        client.headers["Content-Type"] = resp.headers.get("Content-Type", "application/json")
-        _apply_headers(client, response_headers(job))
+        """One attempt of a plain relay. Whole requests get `request_timeout`; streams get the
+        first-token and idle watchdog, on the bytes as they come."""
+        cfg = job.upstream.config
+        loop = asyncio.get_running_loop()
+        limit = cfg.effective_first_token_timeout if job.stream else cfg.request_timeout
+        timer = asyncio.timeout_at(loop.time() + limit if limit > 0 else None)
+        client: web.StreamResponse | None = None
+        resp: aiohttp.ClientResponse | None = None
+        status, ctype = 502, "application/json"
         try:
-            await client.prepare(request)
-            async for chunk in resp.content.iter_any():
-                await client.write(chunk)
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
-            resp.close()
-            if "event-stream" in client.headers.get("Content-Type", ""):
-                await client.write(
-                    sse_error_event(502, "The upstream connection broke mid-stream; retry.")
-                )
-            job.status = 502
-            await client.write_eof()
-            return client
-        except asyncio.CancelledError:
-            resp.close()
-            job.events.emit(ev.CLIENT_DISCONNECT, "", upstream=job.upstream.name)
-            job.status = 499
-            raise
-        resp.release()
-        job.status = resp.status
-        await client.write_eof()
+            async with timer:
+                resp = await self._open(job)
+                await self._check_status(job, resp)
+                status, ctype = resp.status, resp.headers.get("Content-Type", ctype)
+                async for chunk in resp.content.iter_any():
+                    if client is None:  # opened at the first bytes, so a silent try is retried
+                        client = web.StreamResponse(status=status)
+                        client.headers["Content-Type"] = ctype
+                        _apply_headers(client, response_headers(job))
+                        await client.prepare(request)
+                        job.state["client"] = client
+                    if not job.stream:
+                        await self._write(client, chunk)
+                        continue
+                    timer.reschedule(None)  # the client's write time is not the upstream's
+                    await self._write(client, chunk)
+                    job.relayed = True
+                    idle = cfg.idle_timeout
+                    timer.reschedule(loop.time() + idle if idle > 0 else None)
+            resp.release()
+            resp = None
+        except TimeoutError:
+            return await self._raw_failed(
+                job, client, "timeout", 504, f"no answer within {limit:g} s"
+            )
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            return await self._raw_failed(
+                job, client, "connect", 502, f"{type(exc).__name__}: {exc}"
+            )
+        finally:
+            if resp is not None:
+                resp.close()
+        job.status = status
+        if client is None:  # an empty body
+            out = web.Response(status=status)
+            _apply_headers(out, response_headers(job))
+            return out
+        await self._end(client)
+        return client
+
+    async def _raw_failed(
+        self, job: Job, client: web.StreamResponse | None, reason: str, status: int, detail: str
+    ) -> web.StreamResponse:
+        """A plain relay failed: retried while nothing was sent, else the answer is cut off (a
+        stream ends with an error event; a whole body cannot say more than stopping short)."""
+        if client is None:
+            raise _Retry(self.layer.on_failure(job, reason, detail))
+        job.status = status
+        if "event-stream" in client.headers.get("Content-Type", ""):
+            what = "went silent" if reason == "timeout" else "broke the connection"
+            await self._write(
+                client,
+                sse_error_event(
+                    status,
+                    f"The upstream {job.upstream.name} {what} mid-stream ({detail}); the answer "
+                    "is incomplete. Retry the request.",
+                    code="upstream_error",
+                ),
+            )
+        await self._end(client)
         return client
 
 
 def _has_content(delta: Any) -> bool:
+    """Whether a delta carries any part of the answer: anything but the role, non-empty."""
     if not isinstance(delta, dict):
         return False
-    return bool(
-        delta.get("content")
-        or delta.get("reasoning_content")
-        or delta.get("reasoning")
-        or delta.get("tool_calls")
-        or delta.get("refusal")
+    return any(value for key, value in delta.items() if key != "role")
+
+
+def _chunk_has_content(chunk: dict[str, Any]) -> bool:
+    choices = chunk.get("choices")
+    return isinstance(choices, list) and any(
+        isinstance(c, dict) and _has_content(c.get("delta")) for c in choices
+    )
+
+
+def _loads(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _compact_error(status: int, body: bytes) -> bytes:
+    """An error body as one line of JSON, in OpenAI's shape."""
+    parsed = _loads(body)
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+        return orjson.dumps(parsed)
+    return upstream_error_body(status, body)
+
+
+def completion_to_chunks(body: dict[str, Any], *, usage: bool) -> list[dict[str, Any]]:
+    """A whole chat completion as the chunks a stream of it would have carried."""
+    keep = ("id", "created", "model", "system_fingerprint")
+    base: dict[str, Any] = {k: body[k] for k in keep if k in body}
+    base["object"] = "chat.completion.chunk"
+    chunks: list[dict[str, Any]] = []
+    finals: list[dict[str, Any]] = []
+    for n, choice in enumerate(body.get("choices") or []):
+        if not isinstance(choice, dict):
+            continue
+        index = choice.get("index", n)
+        message = choice.get("message")
+        delta = {k: v for k, v in (message or {}).items() if v is not None}
+        if isinstance(delta.get("tool_calls"), list):
+            delta["tool_calls"] = [
+                {"index": i, **call}
+                for i, call in enumerate(delta["tool_calls"])
+                if isinstance(call, dict)
+            ]
+        chunks.append(
+            {**base, "choices": [{"index": index, "delta": delta, "finish_reason": None}]}
+        )
+        finish = choice.get("finish_reason") or "stop"
+        finals.append({**base, "choices": [{"index": index, "delta": {}, "finish_reason": finish}]})
+    chunks += finals
+    if usage and isinstance(body.get("usage"), dict):
+        chunks.append({**base, "choices": [], "usage": body["usage"]})
+    return chunks
+
+
+def log_internal_error(job: Job, exc: BaseException) -> None:
+    """Log a bug of ours met while relaying, with the request it happened on."""
+    from . import logs  # late: logs is configured by the command, after import
+
+    logs.get_logger().error(
+        "internal_error",
+        request_id=job.events.request_id,
+        upstream=job.upstream.name,
+        error=type(exc).__name__,
+        exc_info=exc,
     )

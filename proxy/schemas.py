@@ -27,8 +27,16 @@ import orjson
 KNOWN_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
 # Keywords whose value is one schema, a name->schema map, or a list of schemas.
 _SINGLE = (
-    "items", "additionalProperties", "contains", "if", "then", "else", "propertyNames",
-    "unevaluatedItems", "unevaluatedProperties", "contentSchema",
+    "items",
+    "additionalProperties",
+    "contains",
+    "if",
+    "then",
+    "else",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
 )
 _MAPS = ("properties", "patternProperties", "dependentSchemas")
 _LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
@@ -41,23 +49,57 @@ BOUND_PAIRS = (
     ("minimum", "maximum"),
     ("minProperties", "maxProperties"),
 )
-_COUNTS = frozenset({
-    "minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties",
-    "minContains", "maxContains",
-})
+_COUNTS = frozenset(
+    {
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+        "minProperties",
+        "maxProperties",
+        "minContains",
+        "maxContains",
+    }
+)
 _NUMBERS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
 _NUMERIC_KW = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 # Which keywords follow a type into its own branch when a type list is split into `anyOf`.
 _TYPE_KEYWORDS: dict[str, tuple[str, ...]] = {
-    "string": ("minLength", "maxLength", "pattern", "format", "contentEncoding",
-               "contentMediaType", "contentSchema"),
+    "string": (
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+    ),
     "number": _NUMERIC_KW,
     "integer": _NUMERIC_KW,
-    "array": ("items", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains",
-              "minContains", "maxContains", "unevaluatedItems"),
-    "object": ("properties", "required", "additionalProperties", "patternProperties",
-               "minProperties", "maxProperties", "propertyNames", "dependentRequired",
-               "dependentSchemas", "dependencies", "unevaluatedProperties"),
+    "array": (
+        "items",
+        "prefixItems",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "unevaluatedItems",
+    ),
+    "object": (
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "minProperties",
+        "maxProperties",
+        "propertyNames",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "unevaluatedProperties",
+    ),
 }
 _ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$comment"})
 _ROOT_DROPPED = ("allOf", "anyOf", "oneOf", "enum", "not", "nullable")
@@ -513,8 +555,9 @@ def _relax_node(node: object) -> Any:
         if key in ("pattern", "format"):
             continue
         if key in _SINGLE or key in ("not", "additionalItems"):
-            out[key] = [_relax_node(v) for v in value] if isinstance(value, list) else (
-                _relax_node(value))
+            out[key] = (
+                [_relax_node(v) for v in value] if isinstance(value, list) else (_relax_node(value))
+            )
         elif (key in _MAPS or key in _DEFS or key == "dependencies") and isinstance(value, dict):
             out[key] = {n: _relax_node(s) for n, s in value.items()}
         elif key in _LISTS and isinstance(value, list):

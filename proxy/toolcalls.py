@@ -36,8 +36,19 @@ from proxy.events import TOOL_RECOVERED, Event
 RawCall = tuple[str, Any, bool]
 Schemas = dict[str, dict[str, Any]]
 
-_CALL_KEYS = {"name", "arguments", "parameters", "args", "id", "type", "function", "tool",
-              "tool_input", "tool_name", "tool_call_id"}
+_CALL_KEYS = {
+    "name",
+    "arguments",
+    "parameters",
+    "args",
+    "id",
+    "type",
+    "function",
+    "tool",
+    "tool_input",
+    "tool_name",
+    "tool_call_id",
+}
 _ARG_KEYS = ("arguments", "parameters", "args", "tool_input")
 _NAME_KEYS = ("name", "tool", "tool_name")
 _THINK_CLOSE = ("</think>", "[/THINK]")
@@ -170,7 +181,7 @@ def _calls_from_obj(obj: dict[str, Any], repaired: bool, schemas: Schemas) -> li
         inner = {k: v for k, v in obj.items() if k not in ("function", "type", "id")}
         return _calls_from_obj({**inner, **obj["function"]}, repaired, schemas)
     if len(obj) == 1:
-        (key, val), = obj.items()
+        ((key, val),) = obj.items()
         if key in schemas and isinstance(val, dict):  # Apertus: {"NAME": {args}}
             return [(key, val, repaired)]
     if not set(obj) <= _CALL_KEYS:
@@ -414,8 +425,9 @@ def _tagged(s: str, schemas: Schemas, open_: str, close: str | None, fmt: str) -
     return spans
 
 
-def _tagged_at(s: str, p: int, schemas: Schemas, open_: str, close: str | None,
-               fmt: str) -> _Span | None:
+def _tagged_at(
+    s: str, p: int, schemas: Schemas, open_: str, close: str | None, fmt: str
+) -> _Span | None:
     i = _skip(s, p + len(open_))
     if open_ == "functools" and not s.startswith("[", i):
         return None
@@ -454,8 +466,9 @@ def _json_seq(s: str, i: int, schemas: Schemas, calls: list[RawCall]) -> int:
     first, start = True, i
     while i < len(s) and s[i] in "{[":
         end = value_end(s, i)
-        found = partial_calls(s[i:].rstrip(), schemas) if end is None else json_calls(
-            s[i:end], schemas)
+        found = (
+            partial_calls(s[i:].rstrip(), schemas) if end is None else json_calls(s[i:end], schemas)
+        )
         if not found:
             return -1 if first else start
         calls.extend(found)
@@ -668,10 +681,7 @@ def bare_calls(text: str, schemas: Schemas) -> list[RawCall] | None:
 
 _Finder = Callable[[str, Schemas], list[_Span]]
 _FINDERS: list[_Finder] = [
-    *[
-        (lambda s, sc, o=o, c=c, f=f: _tagged(s, sc, o, c, f))
-        for o, c, f in _TAGGED
-    ],
+    *[(lambda s, sc, o=o, c=c, f=f: _tagged(s, sc, o, c, f)) for o, c, f in _TAGGED],
     _functions,
     _mistral,
     _deepseek,
@@ -685,8 +695,12 @@ def triggers(schemas: Schemas) -> list[str]:
     fixed = [o for o, _, _ in _TAGGED] + [o for o, _ in _GEMMA]
     fixed += ["<function=", "[TOOL_CALLS]", "<｜tool", "<|start|>", "<|channel|>"]
     for name in schemas:
-        fixed += [f"call:{name}{{", f"to=functions.{name}", f"commentary to=functions.{name}",
-                  f"analysis to=functions.{name}"]
+        fixed += [
+            f"call:{name}{{",
+            f"to=functions.{name}",
+            f"commentary to=functions.{name}",
+            f"analysis to=functions.{name}",
+        ]
     return fixed
 
 
@@ -717,8 +731,9 @@ def find_calls(text: str, schemas: Schemas) -> Found | None:
         best = _bare(scan, schemas)
     if not best:
         return None
-    return Found(_remaining(head, scan, rest, best), [c for sp in best for c in sp.calls],
-                 best[0].format)
+    return Found(
+        _remaining(head, scan, rest, best), [c for sp in best for c in sp.calls], best[0].format
+    )
 
 
 def _remaining(head: str, scan: str, rest: str, spans: list[_Span]) -> str | None:
@@ -741,8 +756,9 @@ def recover(text: str, tools: list[dict[str, Any]]) -> Recovery | None:
     return Recovery(found.content, calls, found.format)
 
 
-def build_calls(raw: list[RawCall], finish_reason: str | None) -> tuple[list[dict[str, Any]],
-                                                                         list[Event]]:
+def build_calls(
+    raw: list[RawCall], finish_reason: str | None
+) -> tuple[list[dict[str, Any]], list[Event]]:
     """OpenAI tool_call dicts for recovered calls, ids call_recovered_N, arguments repaired."""
     calls: list[dict[str, Any]] = []
     events: list[Event] = []
@@ -751,8 +767,13 @@ def build_calls(raw: list[RawCall], finish_reason: str | None) -> tuple[list[dic
         event = argument_event(name, outcome)
         if event is not None:
             events.append(event)
-        calls.append({"id": f"call_recovered_{n}", "type": "function",
-                      "function": {"name": name, "arguments": arguments}})
+        calls.append(
+            {
+                "id": f"call_recovered_{n}",
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
+        )
     return calls, events
 
 
@@ -768,21 +789,23 @@ def _recovered_arguments(args: Any, repaired: bool, finish_reason: str | None) -
 
 def recovered_event(count: int, fmt: str) -> Event:
     """The TOOL_RECOVERED event for one reply."""
-    notice = (f"Recovered {count} tool call{'s' if count != 1 else ''} written as text "
-              f"({fmt}); the server's tool-call parser does not match the model's chat template.")
+    notice = (
+        f"Recovered {count} tool call{'s' if count != 1 else ''} written as text "
+        f"({fmt}); the server's tool-call parser does not match the model's chat template."
+    )
     return Event(TOOL_RECOVERED, notice, {"format": fmt}, count)
 
 
-def process_response(body: dict[str, Any], tools: list[dict[str, Any]] | None, *,
-                     recover: bool = True) -> tuple[dict[str, Any] | None, list[Event]]:
+def process_response(
+    body: dict[str, Any], tools: list[dict[str, Any]] | None, *, recover: bool = True
+) -> tuple[dict[str, Any] | None, list[Event]]:
     """Recover and repair tool calls in a whole chat.completion body; never mutates `body`."""
     choices = body.get("choices")
     if not isinstance(choices, list):
         return None, []
     schemas = tool_schemas(tools) if recover else {}
     events: list[Event] = []
-    new_choices = [_process_choice(c, schemas, recover and bool(schemas), events)
-                   for c in choices]
+    new_choices = [_process_choice(c, schemas, recover and bool(schemas), events) for c in choices]
     if all(new is old for new, old in zip(new_choices, choices, strict=True)):
         return None, events
     return {**body, "choices": new_choices}, events

@@ -63,8 +63,13 @@ class _Choice:
 class StreamToolProcessor:
     """Feed parsed upstream chunks in, get the chunks to send the client out."""
 
-    def __init__(self, tools: list[dict[str, Any]] | None, *, recover: bool = True,
-                 holdback_limit: int = 256 * 1024) -> None:
+    def __init__(
+        self,
+        tools: list[dict[str, Any]] | None,
+        *,
+        recover: bool = True,
+        holdback_limit: int = 256 * 1024,
+    ) -> None:
         self._schemas: Schemas = tool_schemas(tools) if recover else {}
         self._recover = bool(self._schemas)
         self._limit = holdback_limit
@@ -89,6 +94,8 @@ class StreamToolProcessor:
         out: list[dict[str, Any]] = []
         unchanged = True
         for choice in choices:
+            if not isinstance(choice, dict):
+                continue  # not a choice at all: nothing in it can be relayed
             produced = self._feed_choice(choice, chunk)
             if produced is None:
                 produced = [self._wrap(choice)]
@@ -119,11 +126,16 @@ class StreamToolProcessor:
 
     # -- one choice -------------------------------------------------------------------------
 
-    def _feed_choice(self, choice: dict[str, Any], chunk: dict[str, Any]) -> (
-            list[dict[str, Any]] | None):
+    def _feed_choice(
+        self, choice: dict[str, Any], chunk: dict[str, Any]
+    ) -> list[dict[str, Any]] | None:
         index = choice.get("index", 0)
+        if not isinstance(index, int):
+            index = 0  # servers send ints; anything else is read as the first choice
         state = self._choices.setdefault(index, _Choice(index))
-        delta = choice.get("delta") or {}
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            delta = {}
         fragments = delta.get("tool_calls")
         content = delta.get("content")
         changed = bool(fragments)
@@ -176,11 +188,13 @@ class StreamToolProcessor:
         state.released.append(text)
         state.held = ""
         state.given_up = True
-        self.events.append(Event(
-            HOLDBACK_RELEASED,
-            f"Released {len(text)} characters held back as a possible tool call: past the "
-            f"{self._limit}-character hold-back limit they are relayed as text.",
-        ))
+        self.events.append(
+            Event(
+                HOLDBACK_RELEASED,
+                f"Released {len(text)} characters held back as a possible tool call: past the "
+                f"{self._limit}-character hold-back limit they are relayed as text.",
+            )
+        )
         return text
 
     def _release(self, state: _Choice) -> str:
@@ -199,9 +213,15 @@ class StreamToolProcessor:
                 if self._still_possible(state, held, pos):
                     return held[:pos]
                 state.at_tail_start, state.judged = False, -1
-            marks = [m for m in (_first(held, self._triggers, pos),
-                                 _first(held, _THINK_OPEN, pos),
-                                 _first(held, _THINK_CLOSE, pos)) if m is not None]
+            marks = [
+                m
+                for m in (
+                    _first(held, self._triggers, pos),
+                    _first(held, _THINK_OPEN, pos),
+                    _first(held, _THINK_CLOSE, pos),
+                )
+                if m is not None
+            ]
             if not marks:
                 return _rstrip_to(held, len(held) - self._overlap(held), pos)
             at, tag = min(marks)
@@ -273,12 +293,16 @@ class StreamToolProcessor:
     # -- reassembly (4.4) -------------------------------------------------------------------
 
     def _assemble(self, state: _Choice, frag: dict[str, Any]) -> None:
-        fn = frag.get("function") or {}
-        name = fn.get("name") or ""
+        fn = frag.get("function")
+        fn = fn if isinstance(fn, dict) else {}
+        name = fn.get("name")
+        name = name if isinstance(name, str) else ""
         args = fn.get("arguments")
         args = args if isinstance(args, str) else ("" if args is None else compact(args))
-        frag_id = frag.get("id") or ""
+        frag_id = frag.get("id")
+        frag_id = str(frag_id) if frag_id else ""
         index = frag.get("index")
+        index = index if isinstance(index, int) else None
         call = self._target(state, index, frag_id, name)
         if call is None:
             call = _Call(index, len(state.native))
@@ -339,8 +363,9 @@ class StreamToolProcessor:
         return out
 
     def _native_calls(self, state: _Choice, finish: str | None) -> list[dict[str, Any]]:
-        ordered = sorted(state.native, key=lambda c: (c.index if c.index is not None else 0,
-                                                      c.order))
+        ordered = sorted(
+            state.native, key=lambda c: (c.index if c.index is not None else 0, c.order)
+        )
         calls: list[dict[str, Any]] = []
         used: set[str] = set()
         for call in ordered:
@@ -355,19 +380,26 @@ class StreamToolProcessor:
             event = argument_event(call.name, result.outcome)
             if event is not None:
                 self.events.append(event)
-            calls.append({"id": call_id, "type": "function",
-                          "function": {"name": call.name, "arguments": result.arguments}})
+            calls.append(
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": result.arguments},
+                }
+            )
         return calls
 
     # -- chunks -----------------------------------------------------------------------------
 
-    def _chunk(self, choice: dict[str, Any], delta: dict[str, Any],
-               finish: str | None) -> dict[str, Any]:
+    def _chunk(
+        self, choice: dict[str, Any], delta: dict[str, Any], finish: str | None
+    ) -> dict[str, Any]:
         base = {k: v for k, v in choice.items() if k not in ("delta", "finish_reason")}
         return self._make(base, delta, finish)
 
-    def _make(self, base: dict[str, Any], delta: dict[str, Any],
-              finish: str | None) -> dict[str, Any]:
+    def _make(
+        self, base: dict[str, Any], delta: dict[str, Any], finish: str | None
+    ) -> dict[str, Any]:
         return {**self._template, "choices": [{**base, "delta": delta, "finish_reason": finish}]}
 
     def _wrap(self, choice: dict[str, Any]) -> dict[str, Any]:
@@ -377,9 +409,10 @@ class StreamToolProcessor:
         if self.content_started:
             return
         for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            if any(delta.get(k) for k in ("content", "reasoning_content", "reasoning",
-                                           "tool_calls")):
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if isinstance(delta, dict) and any(
+                delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls")
+            ):
                 self.content_started = True
 
 
@@ -398,5 +431,3 @@ def _rstrip_to(text: str, end: int, floor: int) -> str:
     while k > floor and text[k - 1].isspace():
         k -= 1
     return text[:k]
-
-

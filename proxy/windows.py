@@ -123,8 +123,11 @@ def window_from_ollama_show(show: object) -> int | None:
     if not isinstance(info, dict):
         return None
     return next(
-        (n for key, value in info.items()
-         if key.endswith(".context_length") and (n := _positive(value)) is not None),
+        (
+            n
+            for key, value in info.items()
+            if key.endswith(".context_length") and (n := _positive(value)) is not None
+        ),
         None,
     )
 

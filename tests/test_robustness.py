@@ -1,0 +1,253 @@
+"""Upstreams and clients that misbehave: each case a way the request path once went wrong."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import openai
+import orjson
+import pytest
+
+from proxy.capabilities import endpoint_id
+from proxy.negotiate import Refusal
+from tests.conftest import Running, StartProxy
+from tests.fakeupstream import FakeUpstream, Hang, Json, Stream, chunk, completion, text_stream
+
+MSG = [{"role": "user", "content": "Hi"}]
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+MAX_TOKENS_REFUSAL = orjson.dumps(
+    {
+        "error": {
+            "message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+            "'max_completion_tokens' instead.",
+            "type": "invalid_request_error",
+            "param": "max_tokens",
+            "code": "unsupported_parameter",
+        }
+    }
+)
+
+
+def sample(lg: Running, name: str, **labels: str) -> float:
+    return lg.proxy.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+async def test_an_error_body_in_several_pieces_is_judged_whole(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    # The refusal arrives in two TCP writes 50 ms apart: it must still be recognised.
+    fake.push(Stream([MAX_TOKENS_REFUSAL[:40], MAX_TOKENS_REFUSAL[40:]], delay=0.05, status=400))
+    got = await lg.client().chat.completions.create(model="m", messages=MSG, max_tokens=5)
+    assert got.choices[0].message.content == "Hello!"
+    first, second = fake.bodies()
+    assert first["max_tokens"] == 5 and second["max_completion_tokens"] == 5
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"choices": [{"index": 0, "delta": "x"}]},
+        {"choices": [{"index": [1], "delta": {"content": "x"}}]},
+        {"choices": ["not a choice"]},
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": "a", "id": 5, "function": {"name": 5}}]},
+                }
+            ]
+        },
+    ],
+)
+async def test_odd_chunks_never_garble_the_stream(
+    lg: Running, fake: FakeUpstream, odd: dict[str, object]
+) -> None:
+    # What the upstream sends wrong is relayed or reported, but the client's stream stays a
+    # well-formed SSE stream that ends properly, and the request is counted once.
+    fake.push(
+        Stream(
+            [
+                chunk({"role": "assistant", "content": "ok "}),
+                odd,
+                chunk({"content": "done"}),
+                chunk({}, "stop"),
+                "[DONE]",
+            ]
+        )
+    )
+    body = {"model": "m", "messages": MSG, "tools": TOOLS, "stream": True}
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(lg.base_url + "/chat/completions", json=body) as r,
+    ):
+        assert r.status == 200
+        raw = await r.read()
+    events = [e for e in raw.split(b"\n\n") if e.startswith(b"data: ")]
+    assert events[-1] == b"data: [DONE]" or b'"error"' in events[-1]
+    for event in events[:-1]:
+        orjson.loads(event[6:])  # every event is one JSON document
+    assert b"ok" in raw and b"done" in raw
+    total = sum(
+        sample(
+            lg,
+            "latchgate_requests_total",
+            upstream="fake",
+            model="m",
+            route="chat",
+            stream="true",
+            status=status,
+        )
+        for status in ("200", "500")
+    )
+    assert total == 1
+
+
+async def test_function_call_fragments_are_content(lg: Running, fake: FakeUpstream) -> None:
+    # Legacy function_call deltas reached the client: a drop afterwards must not be resent.
+    fake.push(
+        Stream(
+            [
+                chunk({"role": "assistant", "content": None}),
+                chunk({"function_call": {"name": "f", "arguments": '{"a"'}}),
+            ],
+            then="drop",
+        )
+    )
+    stream = await lg.client().chat.completions.create(model="m", messages=MSG, stream=True)
+    with pytest.raises(openai.APIError, match="broke mid-stream"):
+        async for _ in stream:
+            pass
+    assert len(fake.bodies()) == 1
+
+
+async def test_held_output_is_dropped_when_the_attempt_is_retried(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    # JSON asked for in words holds all content; an attempt that ends with nothing relayed is
+    # retried, and the client sees one answer, not a half one and then a whole one.
+    store = lg.proxy.store
+    store.learn(endpoint_id(fake.url, None), "m", Refusal("structured_output"), upstream="fake")
+    fake.push(Stream([chunk({"role": "assistant", "content": ""})]), text_stream('{"a": 1}'))
+    stream = await lg.client().chat.completions.create(
+        model="m",
+        messages=MSG,
+        stream=True,
+        response_format={
+            "type": "json_schema",
+            "json_schema": {
+                "name": "x",
+                "schema": {"type": "object", "properties": {"a": {"type": "integer"}}},
+            },
+        },
+    )
+    parts = [p async for p in stream]
+    content = "".join(p.choices[0].delta.content or "" for p in parts if p.choices)
+    assert orjson.loads(content) == {"a": 1}
+    assert [
+        p.choices[0].finish_reason for p in parts if p.choices and p.choices[0].finish_reason
+    ] == ["stop"]
+    assert len(fake.bodies()) == 2
+
+
+async def test_a_pretty_printed_error_into_an_open_stream_stays_one_event(
+    start_proxy: StartProxy, fake: FakeUpstream
+) -> None:
+    running = await start_proxy(
+        {
+            "name": "fake",
+            "base_url": fake.url,
+            "kind": "generic",
+            "first_token_timeout": 0.3,
+            "retries": 1,
+        }
+    )
+    pretty = orjson.dumps(
+        {
+            "error": {
+                "message": "Rate limit reached",
+                "type": "requests",
+                "param": None,
+                "code": "rate_limit_exceeded",
+            }
+        },
+        option=orjson.OPT_INDENT_2,
+    )
+    fake.push(
+        Stream([chunk({"role": "assistant", "content": ""})], then="hang"),
+        Json(pretty, status=429, headers={"retry-after": "30"}),
+    )
+    stream = await running.client().chat.completions.create(model="m", messages=MSG, stream=True)
+    with pytest.raises(openai.APIError, match="Rate limit reached"):
+        async for _ in stream:
+            pass
+
+
+async def test_a_client_leaving_during_backoff_is_a_disconnect(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    fake.push(Json({"error": {"message": "busy"}}, status=503, headers={"retry-after": "2"}))
+    async with aiohttp.ClientSession() as s:
+        with pytest.raises(asyncio.TimeoutError):
+            async with s.post(
+                lg.base_url + "/chat/completions",
+                json={"model": "m", "messages": MSG},
+                timeout=aiohttp.ClientTimeout(total=0.4),
+            ) as r:
+                await r.read()
+    await asyncio.sleep(0.2)
+    assert sample(lg, "latchgate_client_disconnects_total", upstream="fake") == 1
+    assert (
+        sample(
+            lg,
+            "latchgate_requests_total",
+            upstream="fake",
+            model="m",
+            route="chat",
+            stream="false",
+            status="499",
+        )
+        == 1
+    )
+
+
+@pytest.mark.parametrize("path", ["/completions", "/embeddings"])
+async def test_plain_routes_have_a_timeout(
+    start_proxy: StartProxy, fake: FakeUpstream, path: str
+) -> None:
+    running = await start_proxy(
+        {
+            "name": "fake",
+            "base_url": fake.url,
+            "kind": "generic",
+            "request_timeout": 0.3,
+            "retries": 0,
+        }
+    )
+    fake.push(Hang(5))
+    body = {"model": "m", "prompt": "x"} if path == "/completions" else {"model": "m", "input": "x"}
+    async with aiohttp.ClientSession() as s, s.post(running.base_url + path, json=body) as r:
+        assert r.status == 504
+        assert (await r.json())["error"]["code"] == "upstream_timeout"
+
+
+async def test_a_whole_answer_to_a_stream_request_is_streamed(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    fake.push(Json(completion("whole answer")))
+    stream = await lg.client().chat.completions.create(model="m", messages=MSG, stream=True)
+    parts = [p async for p in stream]
+    assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == "whole answer"
+    assert parts[-1].choices[0].finish_reason == "stop"
+    assert len(fake.bodies()) == 1
+
+
+async def test_errors_latchgate_answers_itself_carry_the_request_id(lg: Running) -> None:
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            lg.base_url + "/chat/completions", data=b"{", headers={"x-request-id": "trace-42"}
+        ) as r,
+    ):
+        assert r.status == 400
+        assert r.headers["x-latchgate-request-id"] == "trace-42"
