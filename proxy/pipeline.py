@@ -572,6 +572,12 @@ class Pipeline:
                 "ended the stream without finishing the answer (no finish reason, no [DONE])",
                 "upstream_incomplete",
             )
+        return await self._done(request, job, client)
+
+    async def _done(
+        self, request: web.Request, job: Job, client: web.StreamResponse | None
+    ) -> web.StreamResponse:
+        """End a complete stream: `[DONE]` (after any pending notices), then the end of body."""
         if client is None:
             client = await self._prepare_client(request, job)
         await self._write(client, self._with_notices(job, b"data: [DONE]\n\n"))
@@ -613,11 +619,7 @@ class Pipeline:
         client = await self._flush(
             request, job, client, [frame(orjson.dumps(c)) for c in chunks], True
         )
-        assert client is not None
-        await self._write(client, b"data: [DONE]\n\n")
-        await self._end(client)
-        job.status = 200
-        return client
+        return await self._done(request, job, client)
 
     async def _failed(
         self,

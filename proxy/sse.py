@@ -1,7 +1,8 @@
 """Server-sent events: split an upstream byte stream into events, and frame events for the client.
 
 Upstreams send `data: <json>` events separated by blank lines, in TCP chunks that cut events
-anywhere. `SSEParser` buffers only the unfinished tail and hands back whole events; it accepts
+anywhere. `SSEParser` buffers only the unfinished tail and hands back whole raw events, which
+`parse_block` reads (the relay forwards most of them without reading at all); it accepts
 `\\n`, `\\r\\n` and `\\r` line ends (all allowed by the SSE standard), multi-line `data:` fields,
 comments and named events.
 """
@@ -23,21 +24,12 @@ class SSEEvent:
 
 
 class SSEParser:
-    """Incremental SSE parser: `feed` bytes, get back the events they completed."""
+    """Incremental SSE splitter: give it bytes, get back the raw events they completed."""
 
     __slots__ = ("_buf",)
 
     def __init__(self) -> None:
         self._buf = b""
-
-    def feed(self, chunk: bytes) -> list[SSEEvent]:
-        """The events `chunk` completed."""
-        events = []
-        for block in self.blocks(chunk):
-            event = parse_block(block)
-            if event is not None:
-                events.append(event)
-        return events
 
     def blocks(self, chunk: bytes) -> list[bytes]:
         """The raw events `chunk` completed, each without its blank line (LF line ends)."""
@@ -59,11 +51,6 @@ class SSEParser:
             start = end + 2
         self._buf = buf[start:]
         return blocks
-
-    @property
-    def pending(self) -> bytes:
-        """Bytes of an event that has not been finished (what is left when a stream ends)."""
-        return self._buf
 
     def close(self) -> list[SSEEvent]:
         """The last event of a stream that ended without a blank line, if any."""
