@@ -251,3 +251,42 @@ async def test_errors_latchgate_answers_itself_carry_the_request_id(lg: Running)
     ):
         assert r.status == 400
         assert r.headers["x-latchgate-request-id"] == "trace-42"
+
+
+async def test_a_slow_reader_is_not_blamed_on_the_upstream(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    # The upstream streams ~6 MB at once; the client stops reading for longer than the idle
+    # timeout. latchgate's writes wait on the client: that is not the upstream going silent.
+    running = await start_proxy(
+        {"name": "fake", "base_url": fake.url, "kind": "generic", "idle_timeout": 0.3}
+    )
+    big = chunk({"content": "y" * 4000})
+    fake.push(
+        Stream(
+            [
+                chunk({"role": "assistant", "content": ""}),
+                *[big] * 1500,
+                chunk({}, "stop"),
+                "[DONE]",
+            ]
+        )
+    )
+    reader, writer = await asyncio.open_connection("127.0.0.1", running.port)
+    body = orjson.dumps({"model": "m", "messages": MSG, "stream": True})
+    writer.write(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+        b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    )
+    await writer.drain()
+    await reader.read(1000)
+    await asyncio.sleep(1.0)  # the client is busy elsewhere
+    data = b""
+    async with asyncio.timeout(10):
+        while part := await reader.read(1 << 20):
+            data += part
+            if b"data: [DONE]" in data[-400:] or b'"error"' in data[-800:]:
+                break
+    writer.close()
+    assert b"data: [DONE]" in data[-400:]
+    assert sample(running, "latchgate_endpoint_silent_total", upstream="fake", phase="idle") == 0
