@@ -10,6 +10,8 @@ import fnmatch
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+from .windows import window_from_models_entry
+
 
 class Routable(Protocol):
     name: str
@@ -64,7 +66,8 @@ def merge_listings(
             item = dict(entry)
             item.setdefault("object", "model")
             item.setdefault("owned_by", upstream)
-            window = windows.get((upstream, model))
+            # What latchgate knows (config, discovery) first, else what the entry itself says.
+            window = windows.get((upstream, model)) or window_from_models_entry(entry)
             if window:
                 item["context_length"] = window
             out[model] = item

@@ -454,3 +454,25 @@ async def test_fast_path_relays_text_that_looks_like_keys(lg: Running, fake: Fak
     assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == "".join(tricky)
     assert [p.choices[0].finish_reason for p in parts if p.choices][-1] == "stop"
     assert all(p.usage is None for p in parts)
+
+
+async def test_models_listing_shows_the_window_an_entry_carries(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    # llama.cpp lists its per-slot window under meta.n_ctx; vLLM as max_model_len.
+    fake.routes["/v1/models"] = Json(
+        {
+            "object": "list",
+            "data": [
+                {"id": "llama", "object": "model", "meta": {"n_ctx": 2048, "n_ctx_train": 32768}},
+                {"id": "vllm", "object": "model", "max_model_len": 16384},
+                {"id": "plain", "object": "model"},
+            ],
+        }
+    )
+    running = await start_proxy({"name": "fake", "base_url": fake.url, "kind": "generic"})
+    listed = {
+        m.id: getattr(m, "context_length", None)
+        for m in (await running.client().models.list()).data
+    }
+    assert listed == {"llama": 2048, "vllm": 16384, "plain": None}
