@@ -50,8 +50,13 @@ def _from_object(data: dict[str, object]) -> UpstreamError:
         wrapped = parse_error(metadata["raw"].encode())
         if wrapped.message:
             return wrapped
+    message = source.get("message")
+    if not message:
+        # FastAPI/pydantic bodies carry `detail` (a string, or a list of errors); Mistral's
+        # newer envelope sends `"message": []` with the list there too.
+        message = source.get("detail") or data.get("detail")
     return UpstreamError(
-        message=_text(source.get("message")),
+        message=_text(message),
         type=_text(source.get("type") or source.get("status")),
         code=_text(source.get("code")),
         param=_text(source.get("param")),

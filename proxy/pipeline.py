@@ -23,6 +23,7 @@ from aiohttp import web
 
 from . import events as ev
 from .errors import ProxyError, error_body, sse_error_event
+from .overflow import parse_error
 from .sse import DONE, SSEParser, comment, frame, parse_block
 from .upstream import Upstream, forwardable_headers
 
@@ -188,32 +189,11 @@ def json_response(job: Job, status: int, body: bytes) -> web.Response:
 
 def upstream_error_body(status: int, raw: bytes) -> bytes:
     """The upstream's error as an OpenAI error object: kept as it is when it already is one."""
-    try:
-        parsed = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        parsed = None
+    parsed = _loads(raw)
     if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
         return raw
-    message = _error_message(parsed, raw) or f"The upstream answered HTTP {status} with no message."
+    message = parse_error(raw).message or f"The upstream answered HTTP {status} with no message."
     return orjson.dumps(error_body(status, message, type=None, code=str(status)))
-
-
-def _error_message(parsed: Any, raw: bytes) -> str:
-    if isinstance(parsed, dict):
-        for key in ("error", "message", "detail"):
-            value = parsed.get(key)
-            if isinstance(value, str) and value:
-                return value
-        for key in ("message", "detail"):
-            # Mistral's newer envelope sends `"message": []` and the pydantic list in `detail`.
-            value = parsed.get(key)
-            if isinstance(value, dict | list) and value:
-                return orjson.dumps(value).decode()
-    if isinstance(parsed, list) and parsed:
-        first = parsed[0]
-        if isinstance(first, dict) and isinstance(first.get("error"), dict):
-            return str(first["error"].get("message", ""))
-    return raw[:2000].decode("utf-8", "replace").strip()
 
 
 class _ClientGone(Exception):

@@ -451,3 +451,10 @@ def test_parse_error_reads_every_envelope(body: bytes, expected: UpstreamError) 
 )
 def test_reported_window_reads_llama_n_ctx(body: bytes, expected: int | None) -> None:
     assert reported_window(body) == expected
+
+
+def test_parse_error_reads_detail_when_there_is_no_message() -> None:
+    # FastAPI's {"detail": "..."} and Mistral's newer {"message": [], "detail": [...]}.
+    assert parse_error(b'{"detail": "Not Found"}').message == "Not Found"
+    mistral = b'{"object": "error", "message": [], "detail": [{"msg": "Extra inputs"}]}'
+    assert parse_error(mistral).message == '[{"msg":"Extra inputs"}]'
