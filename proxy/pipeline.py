@@ -524,14 +524,8 @@ class Pipeline:
         incomplete = not done and not finished
         if incomplete and not job.relayed:
             # Nothing reached the client: retry, and drop whatever the processor still holds.
-            return await self._failed(
-                request,
-                job,
-                client,
-                ("connect", "the stream ended before any answer"),
-                502,
-                "ended the stream without finishing the answer",
-                "upstream_incomplete",
+            raise _Retry(
+                self.layer.on_failure(job, "connect", "the stream ended before any answer")
             )
         if processor is not None:
             tail = processor.finish()
