@@ -124,7 +124,8 @@ class AgentLayer:
             if exact is not None:
                 self.calibration.observe(key, chars, exact)
                 tokens = exact
-        message = preflight(tokens, ceiling, window)
+        # Ollama truncates silently instead of refusing: its window is trusted at any size.
+        message = preflight(tokens, ceiling, window, trust_small=up.kind == "ollama")
         if message is None:
             return None
         job.events.emit(ev.OVERFLOW, "", where="preflight")

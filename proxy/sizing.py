@@ -179,13 +179,19 @@ def reply_ceiling(body: dict[str, object]) -> int:
     return 0
 
 
-def preflight(estimate_tokens: int, ceiling: int, window: int | None) -> str | None:
+def preflight(
+    estimate_tokens: int, ceiling: int, window: int | None, *, trust_small: bool = False
+) -> str | None:
     """The refusal message when the request cannot fit, else None.
 
     None too when the window is unknown or under 8192 tokens: small reported windows are often
     a per-slot or default figure rather than the real limit, so they are not trusted to refuse.
+    `trust_small` is for servers that do not refuse an overflow but cut the prompt silently
+    (Ollama): there a known window of any size is the only guard the client has.
     """
-    if window is None or window < MIN_TRUSTED_WINDOW or estimate_tokens + ceiling <= window:
+    if window is None or estimate_tokens + ceiling <= window:
+        return None
+    if window < MIN_TRUSTED_WINDOW and not trust_small:
         return None
     reply = f" plus {ceiling} reserved for the reply" if ceiling else ""
     head = (

@@ -402,3 +402,25 @@ async def test_an_overflow_inside_a_200_stream_reaches_the_sdk(
     assert info.value.body["message"] == message
     assert info.value.code == "context_length_exceeded"
     assert chat_posts(fake) == 1
+
+
+async def test_ollama_small_windows_are_trusted_because_ollama_truncates_silently(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    # A 4096 window is under the 8192 trust threshold, but Ollama would cut the prompt and let
+    # the model answer the rest: latchgate refuses instead (BEHAVIOUR 5.4).
+    fake.routes["/api/show"] = Json({"parameters": "num_ctx 4096"})
+    lg = await start(start_proxy, fake, kind="ollama")
+    err = await refused(lg, user("x" * 20000))
+    assert "4096-token context window" in err.message
+    assert fake.requests == []
+    # the same window on another kind of server is not trusted
+    other = FakeUpstream()
+    await other.start()
+    try:
+        other.routes["/api/show"] = Json({"parameters": "num_ctx 4096"})
+        lg2 = await start(start_proxy, other, kind="generic")
+        got = await lg2.client().chat.completions.create(model=MODEL, messages=user("x" * 20000))
+        assert got.choices[0].message.content == "Hello!"
+    finally:
+        await other.close()

@@ -247,3 +247,10 @@ def test_overflow_body_is_openai_shaped() -> None:
             "code": "context_length_exceeded",
         }
     }
+
+
+def test_preflight_trusts_small_windows_only_when_asked() -> None:
+    assert preflight(5000, 0, 4096) is None
+    message = preflight(5000, 0, 4096, trust_small=True)
+    assert message is not None and "4096-token context window" in message
+    assert preflight(3000, 0, 4096, trust_small=True) is None
