@@ -363,7 +363,7 @@ async def _run(
             proxy.metrics.first_token(
                 upstream=name, model=model, seconds=job.first_token_at - job.started
             )
-        tokens = _token_counts(job.usage)
+        tokens = _token_counts(job.usage, job.state.get("cache_n"))
         if tokens:
             proxy.metrics.tokens(upstream=name, model=model, **tokens)
         logs.request_line(
@@ -387,7 +387,9 @@ def _error_field(proxy: Proxy, job: Job, status: int) -> dict[str, str]:
     return {"upstream_error": proxy.mask(error)}
 
 
-def _token_counts(usage: dict[str, Any] | None) -> dict[str, int] | None:
+def _token_counts(usage: dict[str, Any] | None, cache_n: Any = None) -> dict[str, int] | None:
+    """Prompt, completion and cached tokens from a usage report (cached: OpenAI's details,
+    DeepSeek's cache hits, else llama.cpp's `timings.cache_n`)."""
     if not isinstance(usage, dict):
         return None
 
@@ -398,7 +400,7 @@ def _token_counts(usage: dict[str, Any] | None) -> dict[str, int] | None:
     details = usage.get("prompt_tokens_details")
     if isinstance(details, dict):
         cached = num(details.get("cached_tokens"))
-    cached = cached or num(usage.get("prompt_cache_hit_tokens"))
+    cached = cached or num(usage.get("prompt_cache_hit_tokens")) or num(cache_n)
     return {
         "prompt": num(usage.get("prompt_tokens")),
         "completion": num(usage.get("completion_tokens")),

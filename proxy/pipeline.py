@@ -361,6 +361,7 @@ class Pipeline:
         """A whole chat completion from upstream: count its usage, let the layer change it."""
         if isinstance(parsed.get("usage"), dict):
             job.usage = parsed["usage"]
+            _note_cache(job, parsed)
             self.layer.on_usage(job, parsed["usage"])
         return self.layer.whole(job, parsed)
 
@@ -676,6 +677,7 @@ class Pipeline:
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             job.usage = usage
+            _note_cache(job, chunk)
             self.layer.on_usage(job, usage)
         outs = [chunk] if processor is None else processor.feed(chunk)
         parts: list[bytes] = []
@@ -809,6 +811,13 @@ def _chunk_has_content(chunk: dict[str, Any]) -> bool:
     return isinstance(choices, list) and any(
         isinstance(c, dict) and _has_content(c.get("delta")) for c in choices
     )
+
+
+def _note_cache(job: Job, body: dict[str, Any]) -> None:
+    """llama.cpp says how much of the prompt came from its cache in `timings.cache_n`."""
+    timings = body.get("timings")
+    if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
+        job.state["cache_n"] = timings["cache_n"]
 
 
 def _loads(raw: bytes) -> Any:

@@ -476,3 +476,25 @@ async def test_models_listing_shows_the_window_an_entry_carries(
         for m in (await running.client().models.list()).data
     }
     assert listed == {"llama": 2048, "vllm": 16384, "plain": None}
+
+
+async def test_cached_tokens_from_every_server_s_report(lg: Running, fake: FakeUpstream) -> None:
+    def cached() -> float:
+        return (
+            lg.proxy.metrics.registry.get_sample_value(
+                "latchgate_tokens_total",
+                {"upstream": "fake", "model": "fake-model", "kind": "cached"},
+            )
+            or 0.0
+        )
+
+    usage = {"prompt_tokens": 50, "completion_tokens": 3, "total_tokens": 53}
+    fake.push(Json(completion(usage={**usage, "prompt_tokens_details": {"cached_tokens": 7}})))
+    await lg.client().chat.completions.create(model="fake-model", messages=MSG)
+    assert cached() == 7
+    fake.push(Json(completion(usage={**usage, "prompt_cache_hit_tokens": 11})))  # DeepSeek
+    await lg.client().chat.completions.create(model="fake-model", messages=MSG)
+    assert cached() == 18
+    fake.push(Json(completion(usage=usage) | {"timings": {"cache_n": 20}}))  # llama.cpp
+    await lg.client().chat.completions.create(model="fake-model", messages=MSG)
+    assert cached() == 38
