@@ -172,3 +172,41 @@ async def test_fuzz_never_crashes(
             return  # a body that happens to be valid: the fake answered
         error = assert_openai_error(r.status, raw)
         assert r.status < 500 or error["type"] != "server_error", raw
+
+
+OTHER_ROUTES = [
+    ("GET", "/v1/models"),
+    ("GET", "/v1/models/fake-model"),
+    ("GET", "/models/%00%ff"),
+    ("POST", "/admin/latches/reset"),
+    ("POST", "/admin/latches/expire"),
+    ("GET", "/admin/latches"),
+    ("DELETE", "/v1/chat/completions"),
+]
+
+
+@pytest.fixture
+async def admin_lg(fake: FakeUpstream, start_proxy: StartProxy) -> Running:
+    return await start_proxy(
+        {"name": "fake", "base_url": fake.url, "kind": "generic"}, admin_key="adm-key"
+    )
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(route=st.sampled_from(OTHER_ROUTES), body=bodies, hdrs=headers, admin=st.booleans())
+async def test_fuzz_other_routes_never_crash(
+    admin_lg: Running, route: tuple[str, str], body: bytes, hdrs: dict[str, str], admin: bool
+) -> None:
+    if admin:
+        hdrs = {**hdrs, "Authorization": "Bearer adm-key"}
+    method, path = route
+    async with (
+        aiohttp.ClientSession() as s,
+        s.request(method, admin_lg.url + path, data=body, headers=hdrs) as r,
+    ):
+        raw = await r.read()
+        if r.status < 400:
+            orjson.loads(raw)  # answers are JSON
+            return
+        error = assert_openai_error(r.status, raw)
+        assert r.status < 500 or error["type"] != "server_error", raw
