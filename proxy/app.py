@@ -104,8 +104,9 @@ class Proxy:
     def refresh_latch_gauge(self) -> None:
         names = {u.endpoint_id: u.name for u in self.upstreams.values()}
         held: dict[tuple[str, str], int] = {}
-        for (eid, capability), count in self.store.held().items():
-            key = (names.get(eid, eid[:12]), capability)
+        for (who, capability), count in self.store.held().items():
+            # `who` is the upstream's name, or the endpoint id of an unnamed (imported) entry
+            key = (names.get(who, who if len(who) != 64 else who[:12]), capability)
             held[key] = held.get(key, 0) + count
         self.metrics.set_latches(held)
 

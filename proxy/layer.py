@@ -205,6 +205,16 @@ class AgentLayer:
         refusal = classify(
             status, raw, job.sent or job.body, droppable=self.droppable(up), known=known
         )
+        if (
+            refusal is not None
+            and refusal.capability == "strict_schemas"
+            and not apply_to_request(
+                job.sent or job.body, mode=self.schema_mode(up), relaxed=True
+            ).changed
+        ):
+            # Nothing to relax in what was sent: latching would resend the same body and
+            # leave the endpoint relaxed for nothing. The error is the client's to see.
+            return Decision.give(status, upstream_error_body(status, raw))
         if refusal is not None and refusal.capability == "native_tools":
             # Tool emulation (BEHAVIOUR 10) is a later issue: until build_body acts on this latch,
             # latching it would resend the same body and claim tools went into the prompt.
@@ -225,6 +235,18 @@ class AgentLayer:
             and self.proxy.store.generation != job.state.get("generation")
         ):
             # Another request learned this refusal while ours was in flight: send again, once.
+            job.state["race_resent"] = True
+            job.state["resends"] = resends + 1
+            return Decision("resend", reason="lost race")
+        if (
+            refusal is None
+            and not job.state.get("race_resent")
+            and self.proxy.store.generation != job.state.get("generation")
+            and classify(status, raw, job.sent or job.body, droppable=self.droppable(up))
+            is not None
+        ):
+            # A refusal of something latched since this request was built (classify, told
+            # what is known, had nothing new to learn): the rebuilt body avoids it. Once.
             job.state["race_resent"] = True
             job.state["resends"] = resends + 1
             return Decision("resend", reason="lost race")

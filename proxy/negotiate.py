@@ -15,6 +15,7 @@ works and a name that was never sent is never latched.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import re
 from collections.abc import Callable, Iterable
@@ -161,7 +162,11 @@ def _collect(value: object, parts: list[str], depth: int) -> None:
             _collect(item, parts, depth + 1)
     elif isinstance(value, dict):
         if "loc" in value:
-            parts.append(orjson.dumps(value).decode())
+            # pydantic echoes what it rejected in `input` (for a whole-body check, the whole
+            # request, user messages included): words in it are the client's, not the
+            # server's, and must not be read as a refusal.
+            kept = {k: v for k, v in value.items() if k not in ("input", "ctx", "url")}
+            parts.append(orjson.dumps(kept).decode())
         for key in _TEXT_KEYS:
             _collect_value(value.get(key), parts, depth)
         for key in ("metadata", "details", "fieldViolations"):
@@ -171,6 +176,13 @@ def _collect(value: object, parts: list[str], depth: int) -> None:
 
 def _collect_value(value: object, parts: list[str], depth: int) -> None:
     if isinstance(value, str):
+        if "'input': " in value and value.lstrip()[:2] in ("[{", "{'") and len(value) < 1 << 20:
+            # The Python-repr form of a pydantic error list (old vLLM): read it as the list it
+            # is, so its echoed `input` is dropped like the JSON form's (ast.literal_eval reads
+            # literals only; nothing is executed).
+            with contextlib.suppress(ValueError, SyntaxError, MemoryError, RecursionError):
+                _collect(ast.literal_eval(value.strip()), parts, depth + 1)
+                return
         parts.append(value)
         nested = value.strip()
         if nested[:1] in ("{", "[") and nested[-1:] in ("}", "]"):
