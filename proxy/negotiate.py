@@ -414,7 +414,13 @@ def _response_format_rule(
 ) -> Refusal | None:
     if "response_format" not in sent or "response_format" not in text:
         return None
+    if not _wants_json(sent["response_format"]):
+        return None  # the latch only changes JSON requests: anything else is the client's
     if _has(r"invalid schema|invalid_json_schema|must contain the word|and grammar", text):
+        return None
+    if re.search(r"response_format(?:\.|\[)(?!type\b)\w", text, re.IGNORECASE):
+        # A part of it named (`response_format.schema`): the client's mistake. Its `type`
+        # named (`response_format.type json_schema is unavailable`) is the server refusing.
         return None
     refused = (
         r"not supported|unsupported|unavailable|must be one of|not valid|not permitted|"
@@ -497,9 +503,20 @@ def _refused_value(text: str, sent: dict[str, Any]) -> str | None:
         match = pattern.search(text)
         if match:
             return match.group(1)
-    if "reasoning_effort" in text and _has(_VALUE_WORDS, text):
-        value = sent.get("reasoning_effort")
-        return value.lower() if isinstance(value, str) else None
+    value = sent.get("reasoning_effort")
+    if (
+        isinstance(value, str)
+        and "reasoning_effort" in text
+        and _has(_VALUE_WORDS, text)
+        # The value sent must itself be named (quoted), or be missing from a list of allowed
+        # values the refusal publishes: a refusal of another field that only mentions
+        # reasoning_effort in passing must not move the effort.
+        and (
+            re.search(rf"['\"`]{re.escape(value.lower())}['\"`]", text)
+            or value.lower() not in (_published(text) or (value.lower(),))
+        )
+    ):
+        return value.lower()
     return None
 
 

@@ -122,3 +122,35 @@ async def test_the_latch_gauge_is_labelled_with_the_whole_upstream_name(
         {"upstream": "openrouter-production", "capability": "chosen_temperature"},
     )
     assert value == 1
+
+
+def test_a_refusal_of_another_field_does_not_move_the_effort() -> None:
+    body = orjson.dumps(
+        {
+            "error": {
+                "message": "Unsupported value: 'temperature' does not support 0.2 with this model. Only "
+                "the default (1) value is supported when reasoning_effort is not 'none'.",
+                "type": "invalid_request_error",
+                "param": "temperature",
+                "code": "unsupported_value",
+            }
+        }
+    )
+    sent = {"model": "m", "messages": MSG, "temperature": 0.2, "reasoning_effort": "low"}
+    got = classify(400, body, sent)
+    assert got is not None and got.capability == "chosen_temperature"
+
+
+def test_a_mistake_inside_response_format_is_the_client_s() -> None:
+    schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}
+    for message in (
+        "Unknown parameter: 'response_format.schema'.",
+        "Unknown parameter: 'response_format.json_schema.strictt'.",
+    ):
+        body = orjson.dumps({"error": {"message": message, "type": "invalid_request_error"}})
+        assert (
+            classify(400, body, {"model": "m", "messages": MSG, "response_format": schema}) is None
+        )
+    text_only = orjson.dumps({"error": {"message": "response_format text is not supported"}})
+    sent = {"model": "m", "messages": MSG, "response_format": {"type": "text"}}
+    assert classify(400, text_only, sent) is None  # latching would not change this request
