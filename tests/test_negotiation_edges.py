@@ -128,8 +128,9 @@ def test_a_refusal_of_another_field_does_not_move_the_effort() -> None:
     body = orjson.dumps(
         {
             "error": {
-                "message": "Unsupported value: 'temperature' does not support 0.2 with this model. Only "
-                "the default (1) value is supported when reasoning_effort is not 'none'.",
+                "message": "Unsupported value: 'temperature' does not support 0.2 with this "
+                "model. Only the default (1) value is supported when reasoning_effort is not "
+                "'none'.",
                 "type": "invalid_request_error",
                 "param": "temperature",
                 "code": "unsupported_value",
