@@ -256,12 +256,14 @@ class LatchStore:
             if not isinstance(entry, dict):
                 warnings.append(f"latch snapshot: endpoint {eid} skipped, not an object")
                 continue
-            changed |= self._merge_endpoint(str(eid), entry, warnings)
+            changed |= self._merge_endpoint(str(eid), entry, warnings, _when(data))
         if changed:
             self.generation += 1
         return warnings
 
-    def _merge_endpoint(self, eid: str, entry: dict[str, Any], warnings: list[str]) -> bool:
+    def _merge_endpoint(
+        self, eid: str, entry: dict[str, Any], warnings: list[str], fallback: float
+    ) -> bool:
         old = self._endpoints.get(eid)
         endpoint = copy.deepcopy(old) if old is not None else EndpointLatches()
         before = _dump(endpoint)
@@ -283,7 +285,13 @@ class LatchStore:
             latches = endpoint.models.get(str(name)) or ModelLatches()
             _merge_model(latches, item)
             if latches != ModelLatches(since=latches.since):
+                # A snapshot without times (another writer's format) must not read as
+                # "latched in 1970": that would make every expiry remove it at once.
+                latches.since = latches.since or endpoint.since or fallback
                 endpoint.models[str(name)] = latches
+        endpoint.since = endpoint.since or fallback
+        if endpoint.held() and not endpoint.latched_since:
+            endpoint.latched_since = endpoint.since
         if endpoint.is_empty() or _dump(endpoint) == before:
             return False
         self._endpoints[eid] = endpoint
@@ -335,6 +343,14 @@ def _strings(value: object) -> set[str]:
     if not isinstance(value, list):
         return set()
     return {v for v in value if isinstance(v, str)}
+
+
+def _when(data: dict[str, Any]) -> float:
+    """The time an imported snapshot speaks for: its `saved_at`, else now."""
+    saved = data.get("saved_at")
+    if isinstance(saved, int | float) and not isinstance(saved, bool) and saved > 0:
+        return float(saved)
+    return time.time()
 
 
 def _earliest(current: float, imported: object) -> float:

@@ -155,3 +155,22 @@ def test_a_mistake_inside_response_format_is_the_client_s() -> None:
     text_only = orjson.dumps({"error": {"message": "response_format text is not supported"}})
     sent = {"model": "m", "messages": MSG, "response_format": {"type": "text"}}
     assert classify(400, text_only, sent) is None  # latching would not change this request
+
+
+def test_imported_latches_without_times_are_not_expired_at_once() -> None:
+    import time
+
+    from proxy.capabilities import LatchStore
+
+    store = LatchStore()
+    store.merge_snapshot(
+        {
+            "version": 1,
+            "saved_at": time.time() - 3600,
+            "endpoints": {
+                "e" * 64: {"strict_schemas": False, "models": {"m": {"legacy_token_limit": False}}}
+            },
+        }
+    )
+    assert store.expire(7 * 86400) == 0  # an hour old, not "since 1970"
+    assert store.expire(1800) == 2
