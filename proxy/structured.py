@@ -76,31 +76,36 @@ def _append(content: object, text: str) -> object:
 def extract_json(text: str) -> str | None:
     """The JSON a reply carries, as compact JSON; None when there is none.
 
-    Candidates are each fenced block, then the span from the first `{`/`[` to the last `}`/`]`
-    (to the end when the reply was cut off), taken after the last `</think>` and from the whole
-    text (that `</think>` may sit inside the JSON's own strings). Every candidate is tried
-    strictly before any is repaired, and among strict ones the longest wins, so neither a fence
-    mark nor a `</think>` inside a JSON string can cut the object short. Only a candidate span
-    is ever repaired, never the prose around it (a repair library run over prose turns it into
-    `""`), and the part after the thinking is repaired first.
+    The answer is looked for after the last `</think>` (the thinking may hold drafts), unless
+    that `</think>` sits inside the JSON's own strings. Candidates are the fenced blocks, last
+    first (an example usually comes before the answer), then the span from the first `{`/`[`
+    to the last `}`/`]` (to the end when the reply was cut off). Every candidate is tried
+    strictly before any is repaired, and only a candidate span is ever repaired, never the
+    prose around it (a repair library run over prose turns it into `""`).
     """
+    whole = text.strip()
     tail = text.rsplit(_THINK_END, 1)[-1].strip()
-    sources = [tail] if tail == text.strip() else [tail, text.strip()]
-    candidates = [span for source in sources for span in _candidates(source)]
-    # The whole reply is a candidate too, but only strictly: repairing it would repair prose.
-    strict = [found for found in map(_strict, sources + candidates) if found is not None]
-    if strict:
-        return max(strict, key=len)
-    for span in candidates:
-        found = _repaired(span)
+    exact = _strict(whole)
+    if exact is not None:
+        return exact
+    if tail != whole:
+        span = _span(whole)
+        found = _strict(span) if span is not None and _THINK_END in span else None
         if found is not None:
-            return found
+            return found  # the `</think>` was inside the JSON, not the end of a think block
+    sources = [tail] if tail == whole else [tail, whole]
+    candidates = [span for source in sources for span in _candidates(source)]
+    for parse in (_strict, _repaired):
+        for span in candidates:
+            found = parse(span)
+            if found is not None:
+                return found
     return None
 
 
 def _candidates(text: str) -> list[str]:
-    spans = [_span(block) for block in _FENCE.findall(text)] + [_span(text)]
-    return [span for span in spans if span is not None]
+    fenced = [_span(block) for block in reversed(_FENCE.findall(text))]
+    return [span for span in [*fenced, _span(text)] if span is not None]
 
 
 def _span(text: str) -> str | None:

@@ -134,3 +134,10 @@ def test_extract_with_think_end_inside_a_string() -> None:
     # found by the property test: the last </think> is inside the JSON, not a think block
     assert extract_json('Here it is: {"": "</think>"}') == '{"":"</think>"}'
     assert extract_json('<think>plan {a}</think>{"a": 1}') == '{"a":1}'
+
+
+def test_extract_prefers_the_answer_to_drafts_and_examples() -> None:
+    draft = '<think>```json {"name": "draft", "age": 0}``` hmm</think>{"name": "Bob", "age": 42}'
+    assert extract_json(draft) == '{"name":"Bob","age":42}'
+    two = 'Example:\n```json\n{"a": 0}\n```\nAnswer:\n```json\n{"a": 1}\n```'
+    assert extract_json(two) == '{"a":1}'
