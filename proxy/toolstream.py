@@ -35,6 +35,15 @@ _TEMPLATE_KEYS = ("id", "object", "created", "model", "system_fingerprint", "ser
 _THINK_OPEN = ("<think>", "[THINK]")
 _THINK_CLOSE = ("</think>", "[/THINK]")
 _JUDGE_CHARS = frozenset("}])`>;")
+# Keys a call object can open with (BEHAVIOUR 4.1's shapes and their common variants), besides a
+# declared tool's own name: a JSON reply whose first key is none of these is an answer, not a call.
+_FIRST_KEYS = frozenset({
+    "name", "arguments", "parameters", "args", "id", "type", "function", "tool", "tool_input",
+    "tool_name", "tool_call_id", "input", "call", "tool_calls", "function_call",
+})  # fmt: skip
+# Under this many held characters a value is re-judged whenever it may have closed; past it,
+# only after the held text grew by an eighth, so judging a long reply stays linear overall.
+_SMALL_HOLD = 4096
 
 
 @dataclass
@@ -236,9 +245,13 @@ class StreamToolProcessor:
     def _still_possible(self, state: _Choice, held: str, pos: int) -> bool:
         # Re-judging only when a character that can close a value arrived keeps a long held
         # call linear instead of quadratic.
-        if state.judged >= 0 and not _JUDGE_CHARS.intersection(held[pos + state.judged :]):
-            state.judged = len(held) - pos
-            return True
+        if state.judged >= 0:
+            grown = len(held) - pos - state.judged
+            quiet = not _JUDGE_CHARS.intersection(held[pos + state.judged :])
+            if quiet or (state.judged >= _SMALL_HOLD and grown < state.judged // 8):
+                if quiet:
+                    state.judged = len(held) - pos
+                return True
         verdict = self._judge(held[pos:])
         state.judged = len(held) - pos if verdict else -1
         return verdict is not False
@@ -265,6 +278,8 @@ class StreamToolProcessor:
                 return True
             if s[i] not in "{[":
                 return False
+            if not self._may_open_a_call(s, i):
+                return False
             end = value_end(s, i)
             if end is None:
                 return True
@@ -272,6 +287,27 @@ class StreamToolProcessor:
             if not found or any(name not in self._schemas for name, _, _ in found):
                 return False
             i = end
+
+    def _may_open_a_call(self, s: str, i: int) -> bool:
+        """Decide early on JSON answers: an object whose first key no call has, or an array of
+        anything but objects (or pythonic names), is text, however long it grows."""
+        j = _skip_space(s, i + 1)
+        if j == len(s):
+            return True
+        if s[i] == "[":
+            if s[j] != "{":
+                return s[j].isalpha() or s[j] == "_"  # `[f(a=1)]` pythonic; `[1, 2]` is data
+            end = value_end(s, j)
+            if end is not None:  # the first element is whole: it decides for the array
+                return bool(json_calls(s[j:end], self._schemas))
+            i, j = j, _skip_space(s, j + 1)
+            if j == len(s):
+                return True
+        key = _first_key(s, j)
+        if key == "name":
+            name = _string_value(s, j)
+            return name is None or name in self._schemas
+        return key is None or key in _FIRST_KEYS or key in self._schemas
 
     def _judge_fence(self, s: str) -> bool:
         if len(s) < 3:
@@ -431,3 +467,55 @@ def _rstrip_to(text: str, end: int, floor: int) -> str:
     while k > floor and text[k - 1].isspace():
         k -= 1
     return text[:k]
+
+
+def _skip_space(s: str, j: int) -> int:
+    while j < len(s) and s[j].isspace():
+        j += 1
+    return j
+
+
+def _string_value(s: str, j: int) -> str | None:
+    """The string value of the key starting at `s[j]`; None while incomplete (or not a string,
+    which the full judge then decides)."""
+    end = _quoted_end(s, j)
+    if end is None:
+        return None
+    k = _skip_space(s, end + 1)
+    if k >= len(s) or s[k] != ":":
+        return None
+    k = _skip_space(s, k + 1)
+    if k >= len(s) or s[k] not in "\"'":
+        return None
+    close = _quoted_end(s, k)
+    return None if close is None else s[k + 1 : close]
+
+
+def _quoted_end(s: str, j: int) -> int | None:
+    """Where the quoted string starting at `s[j]` closes; None while it is still open."""
+    if j >= len(s) or s[j] not in "\"'":
+        return None
+    k = j + 1
+    while k < len(s):
+        if s[k] == "\\":
+            k += 2
+            continue
+        if s[k] == s[j]:
+            return k
+        k += 1
+    return None
+
+
+def _first_key(s: str, j: int) -> str | None:
+    """The key starting at `s[j]` (quoted, or bare as in almost-JSON); None while incomplete;
+    "" when no key can start there (`{}`, `{1`)."""
+    quote = s[j]
+    if quote in "\"'":
+        end = _quoted_end(s, j)
+        return None if end is None else s[j + 1 : end]
+    if quote.isalpha() or quote == "_":
+        k = j
+        while k < len(s) and (s[k].isalnum() or s[k] in "_-"):
+            k += 1
+        return None if k == len(s) else s[j:k]
+    return ""

@@ -16,17 +16,26 @@ from proxy.toolstream import StreamToolProcessor
 from tests.test_toolcalls import whole_result
 from tests.toolcall_corpus import CASES, TOOLS, Case
 
-TEMPLATE = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
-            "system_fingerprint": "fp"}
+TEMPLATE = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion.chunk",
+    "created": 1,
+    "model": "m",
+    "system_fingerprint": "fp",
+}
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None, index: int = 0) -> dict[str, Any]:
     return {**TEMPLATE, "choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
 
 
-def run(pieces: list[str], tools: list[dict[str, Any]] | None = TOOLS,
-        extra: list[dict[str, Any]] | None = None, finish: str = "stop",
-        **kw: Any) -> tuple[list[dict[str, Any]], StreamToolProcessor]:
+def run(
+    pieces: list[str],
+    tools: list[dict[str, Any]] | None = TOOLS,
+    extra: list[dict[str, Any]] | None = None,
+    finish: str = "stop",
+    **kw: Any,
+) -> tuple[list[dict[str, Any]], StreamToolProcessor]:
     proc = StreamToolProcessor(tools, **kw)
     upstream = [chunk({"role": "assistant", "content": ""})]
     upstream += [chunk({"content": p}) for p in pieces] + (extra or [])
@@ -83,8 +92,9 @@ def test_random_chunking(case: Case, seed: int) -> None:
     assert client_view(out) == expected(case)
 
 
-_MARKED = [c for c in CASES if c.format and c.format not in ("bare_json", "fenced_json",
-                                                              "pythonic")]
+_MARKED = [
+    c for c in CASES if c.format and c.format not in ("bare_json", "fenced_json", "pythonic")
+]
 
 
 @pytest.mark.parametrize("case", _MARKED[::3], ids=lambda c: c.name)
@@ -96,8 +106,10 @@ def test_marker_split_at_every_position(case: Case) -> None:
 
 
 def test_plain_text_passes_through_same_objects_and_hold_is_bounded() -> None:
-    text = ("Paris is sunny, 21 degrees. Use a hat; the UV index is 7 (high). "
-            "Functions like f(x) and tags like <b> or [note] are fine.\nBye!")
+    text = (
+        "Paris is sunny, 21 degrees. Use a hat; the UV index is 7 (high). "
+        "Functions like f(x) and tags like <b> or [note] are fine.\nBye!"
+    )
     proc = StreamToolProcessor(TOOLS)
     longest = proc.longest_marker
     sent = []
@@ -147,9 +159,15 @@ def test_n2_choices_independent() -> None:
     out: list[dict[str, Any]] = []
     plain = "plain text here" + "." * (len(call) - 15)
     for a, b in zip(call, plain, strict=True):
-        out += proc.feed({**TEMPLATE, "choices": [
-            {"index": 0, "delta": {"content": a}, "finish_reason": None},
-            {"index": 1, "delta": {"content": b}, "finish_reason": None}]})
+        out += proc.feed(
+            {
+                **TEMPLATE,
+                "choices": [
+                    {"index": 0, "delta": {"content": a}, "finish_reason": None},
+                    {"index": 1, "delta": {"content": b}, "finish_reason": None},
+                ],
+            }
+        )
     out += proc.feed(chunk({}, "stop", 0)) + proc.feed(chunk({}, "stop", 1)) + proc.finish()
     by_index: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
     for c in out:
@@ -161,8 +179,10 @@ def test_n2_choices_independent() -> None:
 
 # -- 4.4 reassembly -------------------------------------------------------------------------
 
-def _calls(fragments: list[dict[str, Any]], finish: str = "tool_calls") -> tuple[
-        list[tuple[str, str, str]], StreamToolProcessor]:
+
+def _calls(
+    fragments: list[dict[str, Any]], finish: str = "tool_calls"
+) -> tuple[list[tuple[str, str, str]], StreamToolProcessor]:
     out, proc = run([], extra=[chunk({"tool_calls": [f]}) for f in fragments], finish=finish)
     return client_view(out)[1], proc
 
@@ -175,8 +195,10 @@ def test_reassembly_by_index() -> None:
         {"index": 1, "function": {"arguments": '{"query": "x"}'}},
         {"index": 0, "function": {"arguments": '"UTC"}'}},
     ]
-    assert _calls(frags)[0] == [("a", "get_time", '{"tz": "UTC"}'),
-                                ("b", "search", '{"query": "x"}')]
+    assert _calls(frags)[0] == [
+        ("a", "get_time", '{"tz": "UTC"}'),
+        ("b", "search", '{"query": "x"}'),
+    ]
 
 
 def test_reassembly_id_only_and_nameless_continuation() -> None:
@@ -198,8 +220,11 @@ def test_whole_calls_all_at_index_0_and_minted_unique_ids() -> None:
         {"index": 0, "id": "call_0", "function": {"name": "search", "arguments": "{}"}},
     ]
     calls, _ = _calls(frags)
-    assert [(n, a) for _, n, a in calls] == [("get_time", '{"tz": "UTC"}'),
-                                             ("get_time", '{"tz": "CET"}'), ("search", "{}")]
+    assert [(n, a) for _, n, a in calls] == [
+        ("get_time", '{"tz": "UTC"}'),
+        ("get_time", '{"tz": "CET"}'),
+        ("search", "{}"),
+    ]
     ids = [i for i, _, _ in calls]
     assert ids[:2] == ["call_0", "call_1"] and len(set(ids)) == 3
 
@@ -234,3 +259,30 @@ def test_calls_get_a_finish_reason_when_the_upstream_gave_none() -> None:
     assert content in (None, "")
     assert [name for _, name, _ in calls] == ["get_weather"]
     assert finish == "tool_calls"
+
+
+def test_json_answers_are_released_early_and_judged_in_linear_time() -> None:
+    # A JSON reply that is an answer, not a call, must not be held to the end, nor judged
+    # again from the start on every chunk (quadratic: a 228 KB array once took 44 s).
+    import json
+    import time
+
+    answers = [
+        json.dumps([{"id": i, "title": f"record {i}", "tags": ["a"]} for i in range(4000)]),
+        json.dumps({"name": "report", "sections": [{"t": "x" * 40}] * 4000}),
+        json.dumps({"title": "x", "body": "y" * 200_000}),
+    ]
+    for text in answers:
+        proc = StreamToolProcessor(TOOLS)
+        released_at = None
+        everything: list[dict[str, Any]] = []
+        started = time.perf_counter()
+        for k in range(0, len(text), 8):
+            for out in proc.feed(chunk({"content": text[k : k + 8]})):
+                everything.append(out)
+                if out.get("choices") and out["choices"][0]["delta"].get("content"):
+                    released_at = k if released_at is None else released_at
+        everything += proc.feed(chunk({}, "stop")) + proc.finish()
+        assert time.perf_counter() - started < 2.0
+        assert released_at is not None and released_at < 200, released_at
+        assert client_view(everything) == (text, [], "stop")
