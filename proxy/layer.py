@@ -391,50 +391,71 @@ class JsonInWordsStream:
 
     def __init__(self) -> None:
         self.content_started = False
-        self._text: list[str] = []
+        self._text: dict[int, list[str]] = {}  # per choice index
+        self._finish: dict[int, str] = {}
         self._last: dict[str, Any] | None = None
-        self._finish: str | None = None
+        self._usage: Any = None
 
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices:
             return [chunk]
         self._last = chunk
+        if chunk.get("usage") is not None:
+            self._usage = chunk["usage"]  # rides on the last chunk: it goes out with the end
         out: list[dict[str, Any]] = []
         for choice in choices:
-            delta = choice.get("delta") if isinstance(choice, dict) else None
-            if isinstance(delta, dict) and isinstance(delta.get("content"), str):
-                self._text.append(delta["content"])
-            if isinstance(choice, dict) and choice.get("finish_reason"):
-                self._finish = choice["finish_reason"]
-            rest = {
-                k: v
-                for k, v in (delta if isinstance(delta, dict) else {}).items()
-                if k != "content"
-            }
-            if rest.get("role") and not self.content_started:
+            if not isinstance(choice, dict):
+                continue
+            index = choice.get("index", 0) if isinstance(choice.get("index"), int) else 0
+            delta = choice.get("delta")
+            if not isinstance(delta, dict):
+                delta = {}
+            if isinstance(delta.get("content"), str):
+                self._text.setdefault(index, []).append(delta["content"])
+            if choice.get("finish_reason"):
+                self._finish[index] = choice["finish_reason"]
+            # Everything but the content (role, reasoning...) goes on as it comes.
+            rest = {k: v for k, v in delta.items() if k != "content"}
+            if rest:
+                base = {k: v for k, v in chunk.items() if k not in ("choices", "usage")}
                 out.append(
-                    {**chunk, "choices": [{"index": 0, "delta": rest, "finish_reason": None}]}
+                    {**base, "choices": [{"index": index, "delta": rest, "finish_reason": None}]}
                 )
         return out
 
     def finish(self) -> list[dict[str, Any]]:
         if self._last is None:
             return []
-        text = "".join(self._text)
-        content = extract_json(text) or text
         self.content_started = True
         base = {k: v for k, v in self._last.items() if k not in ("choices", "usage")}
-        return [
-            {
-                **base,
-                "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}],
-            },
-            {
-                **base,
-                "choices": [{"index": 0, "delta": {}, "finish_reason": self._finish or "stop"}],
-            },
-        ]
+        out: list[dict[str, Any]] = []
+        for index in sorted(set(self._text) | set(self._finish)):
+            text = "".join(self._text.get(index, []))
+            content = extract_json(text) or text
+            out.append(
+                {
+                    **base,
+                    "choices": [
+                        {"index": index, "delta": {"content": content}, "finish_reason": None}
+                    ],
+                }
+            )
+            out.append(
+                {
+                    **base,
+                    "choices": [
+                        {
+                            "index": index,
+                            "delta": {},
+                            "finish_reason": self._finish.get(index, "stop"),
+                        }
+                    ],
+                }
+            )
+        if out and self._usage is not None:
+            out[-1]["usage"] = self._usage
+        return out
 
 
 def _has_tool_calls(body: dict[str, Any]) -> bool:

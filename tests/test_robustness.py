@@ -290,3 +290,35 @@ async def test_a_slow_reader_is_not_blamed_on_the_upstream(
     writer.close()
     assert b"data: [DONE]" in data[-400:]
     assert sample(running, "latchgate_endpoint_silent_total", upstream="fake", phase="idle") == 0
+
+
+async def test_json_in_words_stream_keeps_reasoning_and_usage(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    store = lg.proxy.store
+    store.learn(endpoint_id(fake.url, None), "m", Refusal("structured_output"), upstream="fake")
+    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    fake.push(
+        Stream(
+            [
+                chunk({"role": "assistant", "content": ""}),
+                chunk({"reasoning_content": "thinking hard"}),
+                chunk({"content": 'Sure: {"a": '}),
+                chunk({"content": "1}"}),
+                chunk({}, "stop", usage=usage),
+                "[DONE]",
+            ]
+        )
+    )
+    stream = await lg.client().chat.completions.create(
+        model="m",
+        messages=MSG,
+        stream=True,
+        stream_options={"include_usage": True},
+        response_format={"type": "json_object"},
+    )
+    parts = [p async for p in stream]
+    deltas = [p.choices[0].delta for p in parts if p.choices]
+    assert "".join(d.content or "" for d in deltas) == '{"a":1}'
+    assert any(getattr(d, "reasoning_content", None) == "thinking hard" for d in deltas)
+    assert parts[-1].usage is not None and parts[-1].usage.total_tokens == 15
