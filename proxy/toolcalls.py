@@ -14,6 +14,7 @@ call. Bare JSON and fenced forms count only when no marker matched and every nam
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,11 +47,13 @@ _CALL_KEYS = {
     "function",
     "tool",
     "tool_input",
+    "input",
     "tool_name",
     "tool_call_id",
 }
-_ARG_KEYS = ("arguments", "parameters", "args", "tool_input")
+_ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input")
 _NAME_KEYS = ("name", "tool", "tool_name")
+_WRAPPER_KEYS = ("function", "tool_calls", "tool_call")
 _THINK_CLOSE = ("</think>", "[/THINK]")
 _THINK_OPEN = ("<think>", "[THINK]")
 
@@ -85,19 +88,20 @@ class _Span:
 # Scanning
 
 
-def value_end(s: str, i: int) -> int | None:
+def value_end(s: str, i: int, limit: int | None = None) -> int | None:
     """Index after the JSON-ish value opening at s[i] (`{`, `[` or `(`), or None if unclosed.
 
     Braces inside strings do not count. A single quote opens a string only where a value or key
-    may start, so apostrophes in prose-like text do not derail the scan.
+    may start, so apostrophes in prose-like text do not derail the scan. The scan stops at
+    `limit` (default: the end of `s`); a value still open there counts as unclosed.
     """
     depth = 0
-    n = len(s)
+    n = len(s) if limit is None else min(limit, len(s))
     prev = ""
     while i < n:
         c = s[i]
         if c == '"' or (c == "'" and prev in "{[(,:="):
-            i = _string_end(s, i)
+            i = _string_end(s, i, n)
             if i < 0:
                 return None
             prev = '"'
@@ -114,10 +118,10 @@ def value_end(s: str, i: int) -> int | None:
     return None
 
 
-def _string_end(s: str, i: int) -> int:
+def _string_end(s: str, i: int, n: int | None = None) -> int:
     quote = s[i]
     j = i + 1
-    n = len(s)
+    n = len(s) if n is None else n
     while j < n:
         c = s[j]
         if c == "\\":
@@ -153,18 +157,91 @@ def split_think(text: str) -> tuple[str, str, str]:
     return text[:cut], tail, ""
 
 
+class _Next:
+    """The first hit at or after a position, cached for positions that only grow.
+
+    Finders ask "where is the next close tag / opener" once per candidate; without the cache an
+    input made of many unclosed openers costs a scan to the end of the text per opener.
+    """
+
+    def __init__(self, find: Callable[[int], int]) -> None:
+        self._find = find
+        self._from = -1
+        self._hit = -1
+
+    def at(self, pos: int) -> int:
+        """Index of the first hit at or after `pos`, or -1."""
+        if self._from < 0 or pos < self._from or (self._hit != -1 and self._hit < pos):
+            self._from, self._hit = pos, self._find(pos)
+        return self._hit
+
+
+class _Scan:
+    """Bounded value scans over one text for one marker (the linear-time guard).
+
+    A value opened after a marker is scanned only up to the marker's next occurrence; a value
+    still open there may be rescanned to the end of the text while a budget of len(text)
+    characters lasts, so a call whose string holds its own marker literally is still read, but
+    a text of many unclosed openers costs linear time, not quadratic.
+    """
+
+    def __init__(self, s: str, opener: str, close: str | None) -> None:
+        self.s = s
+        self._opener = _Next(lambda p: s.find(opener, p))
+        self._close = _Next(lambda p: s.find(close, p)) if close else None
+        self._budget = len(s)
+
+    def limit(self, i: int) -> int:
+        """Where a value opened at s[i] must have closed: the marker's next occurrence."""
+        nxt = self._opener.at(i + 1)
+        return len(self.s) if nxt < 0 else nxt
+
+    def value(self, i: int) -> int | None:
+        """value_end bounded by the next marker (extended while the budget lasts)."""
+        limit = self.limit(i)
+        end = value_end(self.s, i, limit)
+        if end is None and limit < len(self.s) and self._budget > 0:
+            end = value_end(self.s, i)
+            self._budget -= (end or len(self.s)) - i
+        return end
+
+    def close_at(self, i: int) -> int:
+        """The format's close tag after s[i] and before the next marker, or -1."""
+        if self._close is None:
+            return -1
+        c = self._close.at(i)
+        return c if 0 <= c < self.limit(i) else -1
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """What every finder needs besides the text: the declared tools and whether it may be cut."""
+
+    schemas: Schemas
+    truncated: bool
+
+
 # ---------------------------------------------------------------------------------------------
 # Calls from parsed values
 
 
-def calls_from_value(value: Any, repaired: bool, schemas: Schemas) -> list[RawCall] | None:
-    """The calls a parsed JSON value spells, or None when it is not (only) calls."""
+def calls_from_value(
+    value: Any, repaired: bool, schemas: Schemas, strict: bool = False
+) -> list[RawCall] | None:
+    """The calls a parsed JSON value spells, or None when it is not (only) calls.
+
+    `strict` is for JSON standing alone with no marker (bare and fenced forms): it then needs an
+    arguments key, a `type` of "function" if any, and arguments that are not a JSON Schema, so
+    config objects, API examples and an echoed tools list stay text.
+    """
     if isinstance(value, dict):
-        return _calls_from_obj(value, repaired, schemas)
+        return _calls_from_obj(value, repaired, schemas, strict)
     if isinstance(value, list) and value:
         calls: list[RawCall] = []
         for item in value:
-            found = _calls_from_obj(item, repaired, schemas) if isinstance(item, dict) else None
+            found = (
+                _calls_from_obj(item, repaired, schemas, strict) if isinstance(item, dict) else None
+            )
             if not found:
                 return None
             calls.extend(found)
@@ -172,38 +249,66 @@ def calls_from_value(value: Any, repaired: bool, schemas: Schemas) -> list[RawCa
     return None
 
 
-def _calls_from_obj(obj: dict[str, Any], repaired: bool, schemas: Schemas) -> list[RawCall] | None:
+def _calls_from_obj(
+    obj: dict[str, Any], repaired: bool, schemas: Schemas, strict: bool
+) -> list[RawCall] | None:
     if isinstance(obj.get("tool_calls"), list) and len(obj) == 1:
-        return calls_from_value(obj["tool_calls"], repaired, schemas)
+        return calls_from_value(obj["tool_calls"], repaired, schemas, strict)
     if isinstance(obj.get("tool_call"), dict) and len(obj) == 1:
-        return _calls_from_obj(obj["tool_call"], repaired, schemas)
+        return _calls_from_obj(obj["tool_call"], repaired, schemas, strict)
+    if strict and obj.get("type", "function") != "function":
+        return None
     if isinstance(obj.get("function"), dict):
         inner = {k: v for k, v in obj.items() if k not in ("function", "type", "id")}
-        return _calls_from_obj({**inner, **obj["function"]}, repaired, schemas)
+        return _calls_from_obj({**inner, **obj["function"]}, repaired, schemas, strict)
     if len(obj) == 1:
         ((key, val),) = obj.items()
         if key in schemas and isinstance(val, dict):  # Apertus: {"NAME": {args}}
-            return [(key, val, repaired)]
+            # Only when every key is a parameter of that tool: {"search": {"enabled": true}}
+            # is configuration, not a call.
+            fits = bool(val) and set(val) <= set(_props(schemas, key))
+            return [(key, val, repaired)] if fits else None
     if not set(obj) <= _CALL_KEYS:
         return None
     name = next((obj[k] for k in _NAME_KEYS if isinstance(obj.get(k), str)), "")
     if not name.strip():
         return None
-    args: Any = next((obj[k] for k in _ARG_KEYS if k in obj), {})
+    arg_key = next((k for k in _ARG_KEYS if k in obj), None)
+    if strict and (arg_key is None or _is_schema(obj[arg_key])):
+        return None
+    args = obj[arg_key] if arg_key is not None else {}
     return [(name.strip(), {} if args is None else args, repaired)]
 
 
-def json_calls(text: str, schemas: Schemas) -> list[RawCall] | None:
+def _is_schema(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") == "object" and "properties" in value
+
+
+def json_calls(text: str, schemas: Schemas, strict: bool = False) -> list[RawCall] | None:
     """Calls in one complete JSON (or almost-JSON, or pythonic) value's text."""
+    if not _may_be_call(text.strip(), schemas):
+        return None
     parsed = loads_lenient(text)
-    found = calls_from_value(parsed[0], parsed[1], schemas) if parsed is not None else None
+    found = calls_from_value(parsed[0], parsed[1], schemas, strict) if parsed is not None else None
     if found is None and text.lstrip().startswith("["):
         return pythonic_calls(text)
     return found
 
 
+def _may_be_call(text: str, schemas: Schemas) -> bool:
+    """A linear look at the top-level keys before a lenient parse: the json_repair fallback
+    costs seconds on a few hundred KB of brace-balanced prose, which can never be a call."""
+    if text.startswith("["):
+        i = _skip(text, 1)
+        return i < len(text) and (
+            (text[i] == "{" and _may_be_call(text[i:], schemas)) or text[i].isidentifier()
+        )
+    keys = _top_keys(text)
+    return any(k in keys for k in (*_NAME_KEYS, *_WRAPPER_KEYS)) or any(k in schemas for k in keys)
+
+
 def partial_calls(text: str, schemas: Schemas) -> list[RawCall]:
-    """Calls in a value cut off at the end of the reply; the last one keeps raw arguments."""
+    """Calls in a value that does not close; an unclosed last call keeps raw arguments."""
     if text.startswith("["):
         calls: list[RawCall] = []
         i = _skip(text, 1, ",")
@@ -214,11 +319,53 @@ def partial_calls(text: str, schemas: Schemas) -> list[RawCall]:
             calls.extend(json_calls(text[i:end], schemas) or [])
             i = _skip(text, end, ",")
         return calls
-    name = re.search(r'"(?:name|tool|tool_name)"\s*:\s*"([^"]+)"', text)
-    args = re.search(r'"(?:arguments|parameters|args|tool_input)"\s*:\s*', text)
-    if name is None or args is None:
-        return []
-    return [(name.group(1), text[args.end() :].rstrip(), False)]
+    call = _partial_object(text)
+    return [call] if call is not None else []
+
+
+def _partial_object(text: str) -> RawCall | None:
+    """`{"name": .., "arguments": ..` without its end: name and arguments from depth-1 keys only
+    (a nested "name" inside the arguments is not the call's name)."""
+    keys = _top_keys(text)
+    name = next((_string_at(text, keys[k]) for k in _NAME_KEYS if k in keys), None)
+    arg_at = next((keys[k] for k in _ARG_KEYS if k in keys), None)
+    if not name or not name.strip() or arg_at is None:
+        return None
+    end = value_end(text, arg_at) if text.startswith(("{", "["), arg_at) else None
+    args = text[arg_at:end] if end is not None else text[arg_at:].rstrip()
+    return (name.strip(), args, False)
+
+
+def _top_keys(text: str) -> dict[str, int]:
+    """Key -> index of its value, for the keys of the object opening text (depth 1 only)."""
+    keys: dict[str, int] = {}
+    if not text.startswith("{"):
+        return keys
+    depth, i, prev, n = 0, 0, "", len(text)
+    while i < n:
+        c = text[i]
+        if c == '"' or (c == "'" and prev in "{[,:"):
+            j = _string_end(text, i)
+            if j < 0:
+                break
+            k = _skip(text, j)
+            if depth == 1 and k < n and text[k] == ":":
+                keys.setdefault(text[i + 1 : j - 1], _skip(text, k + 1))
+            i, prev = j, '"'
+            continue
+        depth += 1 if c in "{[" else -1 if c in "}]" else 0
+        if depth == 0:
+            break
+        prev = c if not c.isspace() else prev
+        i += 1
+    return keys
+
+
+def _string_at(text: str, i: int) -> str | None:
+    if i >= len(text) or text[i] not in "\"'":
+        return None
+    j = _string_end(text, i)
+    return text[i + 1 : j - 1] if j > 0 else None
 
 
 def pythonic_calls(text: str) -> list[RawCall] | None:
@@ -324,54 +471,87 @@ def _props(schemas: Schemas, name: str) -> dict[str, Any]:
 # Formats. Each finder returns the spans of one format family in the scanned text.
 
 
-def _function_tag(s: str, p: int, schemas: Schemas) -> tuple[int, RawCall, str] | None:
+def _function_tag(s: str, p: int, ctx: _Ctx, scan: _Scan) -> tuple[int, RawCall, str] | None:
     """`<function=NAME>` followed by `<parameter=..>` blocks (Qwen3-Coder) or a JSON object."""
-    close = s.find(">", p)
+    limit = scan.limit(p)
+    close = s.find(">", p, limit)
     name = s[p + len("<function=") : close].strip() if close > 0 else ""
     if not name or any(c in name for c in "<\n{"):
         return None
     i = _skip(s, close + 1)
     if i < len(s) and s[i] == "{":
-        end = value_end(s, i)
+        end = scan.value(i)
+        if end is None and not (ctx.truncated and limit == len(s)):
+            return None
         args: Any = s[i:] if end is None else s[i:end]
         i = len(s) if end is None else _skip(s, end)
         if s.startswith("</function>", i):
             i += len("</function>")
         return i, (name, args.rstrip(), False), "function_tag"
-    params, i = _parameters(s, i)
-    props = _props(schemas, name)
+    found = _parameters(s, i, limit, ctx.truncated)
+    if found is None:
+        return None
+    params, i, closed = found
+    if not params and not closed:
+        return None  # `<function=foo>` in prose: a call needs parameters or `</function>`
+    props = _props(ctx.schemas, name)
     typed = {k: typed_value(v, props.get(k)) for k, v in params.items()}
     return i, (name, typed, False), "qwen3_coder"
 
 
-def _parameters(s: str, i: int) -> tuple[dict[str, str], int]:
+def _parameters(
+    s: str, i: int, limit: int, truncated: bool
+) -> tuple[dict[str, str], int, bool] | None:
+    """(parameters, end, closed by `</function>`), or None when a value never ends."""
     params: dict[str, str] = {}
+    structural = _Next(lambda p: _structural_close(s, p, limit))
+    opens = _Next(lambda p: s.find("<parameter=", p, limit))
+    ends = _Next(lambda p: s.find("</function>", p, limit))
     while True:
         i = _skip(s, i)
         if s.startswith("</function>", i):
-            return params, i + len("</function>")
+            return params, i + len("</function>"), True
         if not s.startswith("<parameter=", i):
-            return params, i
-        close = s.find(">", i)
+            return params, i, False
+        close = s.find(">", i, limit)
         if close < 0:
-            return params, len(s)
+            return (params, limit, False) if truncated else None
         key = s[i + len("<parameter=") : close].strip()
-        value, i = _parameter_value(s, close + 1)
+        found = _parameter_value(s, close + 1, limit, (structural, opens, ends))
+        if found is None and not truncated:
+            return None
+        value, i = found if found is not None else (_trim_one(s[close + 1 : limit]), limit)
         params[key] = value
 
 
-def _parameter_value(s: str, start: int) -> tuple[str, int]:
+def _structural_close(s: str, start: int, limit: int) -> int:
     # `</parameter>` is structural only when a structural tag follows it: code may contain it.
-    q = s.find("</parameter>", start)
+    q = s.find("</parameter>", start, limit)
     while q >= 0:
-        after = q + len("</parameter>")
-        rest = s[_skip(s, after) :]
-        if not rest or rest.startswith(("<parameter=", "</function>", "</tool_call>")):
-            return _trim_one(s[start:q]), after
-        q = s.find("</parameter>", after)
-    ends = [k for k in (s.find("<parameter=", start), s.find("</function>", start)) if k >= 0]
-    end = min(ends) if ends else len(s)
-    return _trim_one(s[start:end]), end
+        after = _skip(s, q + len("</parameter>"))
+        if after >= limit or s.startswith(("<parameter=", "</function>", "</tool_call>"), after):
+            return q
+        q = s.find("</parameter>", q + 1, limit)
+    return -1
+
+
+def _parameter_value(
+    s: str, start: int, limit: int, finders: tuple[_Next, _Next, _Next]
+) -> tuple[str, int] | None:
+    """A parameter's text and where it ends; None when it runs to the end of the text."""
+    structural, opens, ends = finders
+    q = structural.at(start)
+    if q >= 0:
+        return _trim_one(s[start:q]), q + len("</parameter>")
+    bound = min((k for k in (opens.at(start), ends.at(start)) if k >= 0), default=limit)
+    # No `</parameter>` is followed by a tag: the value ends at its last `</parameter>` and the
+    # text after it is the model's prose again, rather than part of the value.
+    q = s.rfind("</parameter>", start, bound)
+    if q >= 0:
+        return _trim_one(s[start:q]), q + len("</parameter>")
+    if bound == len(s):
+        return None
+    return _trim_one(s[start:bound]), bound
 
 
 def _trim_one(value: str) -> str:
@@ -382,19 +562,26 @@ def _trim_one(value: str) -> str:
     return value
 
 
-def _glm(s: str, i: int, schemas: Schemas) -> tuple[int, RawCall] | None:
-    m = re.compile(r"\s*([\w.\-]+)\s*(?=<arg_key>|</tool_call>|$)").match(s, i)
+_GLM_NAME = re.compile(r"\s*([\w.\-]+)\s*(?=<arg_key>|</tool_call>)")
+_GLM_PAIR = re.compile(r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
+
+
+def _glm(s: str, i: int, ctx: _Ctx, limit: int) -> tuple[int, RawCall] | None:
+    m = _GLM_NAME.match(s, i, limit)
     if m is None:
         return None
     name, i = m.group(1), m.end()
-    props = _props(schemas, name)
+    props = _props(ctx.schemas, name)
     args: dict[str, Any] = {}
-    pair = re.compile(r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
-    while (pm := pair.match(s, i)) is not None:
+    while (pm := _GLM_PAIR.match(s, i, limit)) is not None:
         key, raw = pm.group(1).strip(), pm.group(2).strip()
         kind = _schema_type(props.get(key))[0] if key in props else "string"
         args[key] = raw if kind == "string" else typed_value(raw, props.get(key))
         i = pm.end()
+    # Without an argument pair only an explicit close makes it a call: "<tool_call> and
+    # </tool_call>" in prose names no tool.
+    if not args and not s.startswith("</tool_call>", _skip(s, i)):
+        return None
     return i, (name, args, False)
 
 
@@ -410,15 +597,17 @@ _TAGGED: list[tuple[str, str | None, str]] = [
     ("[TOOL_CALL]", "[/TOOL_CALL]", "tool_call_tag"),
     ("<|python_tag|>", None, "llama3"),
     ("<|python_start|>", "<|python_end|>", "llama3"),
-    ("functools", None, "functools"),
+    # The `[` is part of the marker: the word "functools" alone is prose about Python.
+    ("functools[", None, "functools"),
 ]
 
 
-def _tagged(s: str, schemas: Schemas, open_: str, close: str | None, fmt: str) -> list[_Span]:
+def _tagged(s: str, ctx: _Ctx, open_: str, close: str | None, fmt: str) -> list[_Span]:
     spans: list[_Span] = []
+    scan = _Scan(s, open_, close)
     p = s.find(open_)
     while p >= 0:
-        span = _tagged_at(s, p, schemas, open_, close, fmt)
+        span = _tagged_at(s, p, ctx, scan, (open_, close, fmt))
         if span is not None:
             spans.append(span)
         p = s.find(open_, span.end if span else p + len(open_))
@@ -426,28 +615,28 @@ def _tagged(s: str, schemas: Schemas, open_: str, close: str | None, fmt: str) -
 
 
 def _tagged_at(
-    s: str, p: int, schemas: Schemas, open_: str, close: str | None, fmt: str
+    s: str, p: int, ctx: _Ctx, scan: _Scan, marker: tuple[str, str | None, str]
 ) -> _Span | None:
-    i = _skip(s, p + len(open_))
-    if open_ == "functools" and not s.startswith("[", i):
-        return None
+    open_, close, fmt = marker
+    # functools' `[` belongs to the value that follows it.
+    i = p + len(open_) - 1 if open_.endswith("[") else _skip(s, p + len(open_))
     calls: list[RawCall] = []
     if s.startswith("<function=", i):
-        found = _function_tag(s, i, schemas)
+        found = _function_tag(s, i, ctx, scan)
         if found is None:
             return None
         i, call, fmt = found
         calls.append(call)
     elif i < len(s) and s[i] in "{[":
-        i = _json_seq(s, i, schemas, calls)
+        i = _json_seq(s, i, ctx, calls, scan)
         if i < 0:
             return None
-    elif open_ == "<tool_call>" and (glm := _glm(s, i, schemas)) is not None:
+    elif open_ == "<tool_call>" and (glm := _glm(s, i, ctx, scan.limit(p))) is not None:
         i, call = glm
         calls.append(call)
         fmt = "glm"
-    elif open_ == "<|python_tag|>" and (m := re.match(r"[\w.]+\.call\(", s[i:])):
-        end = value_end(s, i + m.end() - 1)
+    elif open_ == "<|python_tag|>" and (m := re.compile(r"[\w.]+\.call\(").match(s, i)):
+        end = scan.value(m.end() - 1)
         found_py = pythonic_calls(s[i:end]) if end else None
         if not found_py:
             return None
@@ -461,29 +650,46 @@ def _tagged_at(
     return _Span(p, i, calls, fmt) if calls else None
 
 
-def _json_seq(s: str, i: int, schemas: Schemas, calls: list[RawCall]) -> int:
+def _json_seq(s: str, i: int, ctx: _Ctx, calls: list[RawCall], scan: _Scan) -> int:
     """Read `;`/space-separated JSON calls from s[i]; -1 when the first value is not a call."""
     first, start = True, i
     while i < len(s) and s[i] in "{[":
-        end = value_end(s, i)
-        found = (
-            partial_calls(s[i:].rstrip(), schemas) if end is None else json_calls(s[i:end], schemas)
-        )
-        if not found:
+        end = scan.value(i)
+        if end is None:
+            found, end = _unclosed(s, i, ctx, scan)
+        else:
+            found = json_calls(s[i:end], ctx.schemas)
+        if not found or end is None:
             return -1 if first else start
         calls.extend(found)
-        if end is None:
-            return len(s)
         first, start = False, end
         i = _skip(s, end, ";,")
     return i
 
 
-def _functions(s: str, schemas: Schemas) -> list[_Span]:
+def _unclosed(s: str, i: int, ctx: _Ctx, scan: _Scan) -> tuple[list[RawCall] | None, int | None]:
+    """Calls in a value that does not close, and where they end; (None, None) to give up.
+
+    The value ends at the format's close tag when there is one before the next marker; it runs
+    to the end of the text only when the reply was cut off and no marker follows. Anything
+    else is a brace in prose, and taking the rest of the reply as arguments would lose it.
+    """
+    c = scan.close_at(i)
+    if c >= 0:
+        body = s[i:c].rstrip()
+        found = json_calls(body, ctx.schemas) or partial_calls(body, ctx.schemas)
+        return (found, c) if found else (None, None)
+    if ctx.truncated and scan.limit(i) == len(s):
+        return partial_calls(s[i:].rstrip(), ctx.schemas) or None, len(s)
+    return None, None
+
+
+def _functions(s: str, ctx: _Ctx) -> list[_Span]:
     spans: list[_Span] = []
+    scan = _Scan(s, "<function=", "</function>")
     p = s.find("<function=")
     while p >= 0:
-        found = _function_tag(s, p, schemas)
+        found = _function_tag(s, p, ctx, scan)
         if found is not None:
             end, call, fmt = found
             spans.append(_Span(p, end, [call], fmt))
@@ -493,29 +699,45 @@ def _functions(s: str, schemas: Schemas) -> list[_Span]:
     return spans
 
 
-def _mistral(s: str, schemas: Schemas) -> list[_Span]:
+_MISTRAL_NAME = re.compile(r"([\w.\-]+)((?:\[CALL_ID\]\w+)?(?:\[ARGS\])?)(\s*)")
+
+
+def _mistral(s: str, ctx: _Ctx) -> list[_Span]:
     spans: list[_Span] = []
     tag = "[TOOL_CALLS]"
+    scan = _Scan(s, tag, None)
     p = s.find(tag)
     while p >= 0:
         i = _skip(s, p + len(tag))
         calls: list[RawCall] = []
         if i < len(s) and s[i] in "{[":
-            i = _json_seq(s, i, schemas, calls)
-        else:
-            m = re.compile(r"([\w.\-]+)(?:\[CALL_ID\]\w+)?(?:\[ARGS\])?\s*").match(s, i)
-            if m and s.startswith("{", m.end()):
-                end = value_end(s, m.end())
-                args = s[m.end() :].rstrip() if end is None else s[m.end() : end]
-                calls.append((m.group(1), args, False))
-                i = end or len(s)
-            elif m and s.startswith("null", m.end()):
-                calls.append((m.group(1), {}, False))
-                i = m.end() + 4
+            i = _json_seq(s, i, ctx, calls, scan)
+        elif (named := _mistral_named(s, i, ctx, scan)) is not None:
+            call, i = named
+            calls.append(call)
         if i >= 0 and calls:
             spans.append(_Span(p, i, calls, "mistral"))
         p = s.find(tag, max(i, p + 1))
     return spans
+
+
+def _mistral_named(s: str, i: int, ctx: _Ctx, scan: _Scan) -> tuple[RawCall, int] | None:
+    """`NAME[ARGS]{..}`, `NAME{..}` or `NAME null` after `[TOOL_CALLS]`, for a declared NAME."""
+    m = _MISTRAL_NAME.match(s, i)
+    # Prose such as "[TOOL_CALLS] then {" has a space before the brace; the template never does
+    # unless [ARGS]/[CALL_ID] separates name and arguments.
+    if m is None or m.group(1) not in ctx.schemas or (m.group(3) and not m.group(2)):
+        return None
+    j = m.end()
+    if s.startswith("null", j):
+        return (m.group(1), {}, False), j + 4
+    if not s.startswith("{", j):
+        return None
+    end = scan.value(j)
+    if end is None and not (ctx.truncated and scan.limit(j) == len(s)):
+        return None
+    args = s[j:].rstrip() if end is None else s[j:end]
+    return (m.group(1), args, False), end or len(s)
 
 
 _DS = r"(?:▁|_|\\_| )"
@@ -528,7 +750,7 @@ _DS_CALL = re.compile(
 _DS_CALL_END = re.compile(rf"\s*(?:```)?\s*<｜tool{_DS}call{_DS}end｜>")
 
 
-def _deepseek(s: str, schemas: Schemas) -> list[_Span]:
+def _deepseek(s: str, ctx: _Ctx) -> list[_Span]:
     begin = _DS_CALLS_BEGIN.search(s)
     first = _DS_CALL.search(s)
     if first is None:
@@ -541,8 +763,9 @@ def _deepseek(s: str, schemas: Schemas) -> list[_Span]:
         j = m.end()
         end = value_end(s, j) if j < len(s) and s[j] in "{[" else None
         if end is None:
-            calls.append((name, s[j:].rstrip(), False))
-            i = len(s)
+            if ctx.truncated:
+                calls.append((name, s[j:].rstrip(), False))
+                i = len(s)
             break
         calls.append((name, s[j:end], False))
         i = end
@@ -557,75 +780,100 @@ _HARMONY_TO = re.compile(r"to=functions\.([\w.\-]+)")
 _HARMONY_MID = re.compile(
     r"(?:\s|<\|channel\|>|commentary|analysis|<\|constrain\|>|json|<\|message\|>)*"
 )
-_HARMONY_BEFORE = re.compile(
-    r"(?:<\|start\|>(?:assistant)?)?(?:<\|channel\|>)?(?:commentary|analysis)?\s*\Z"
-)
 
 
-def _harmony(s: str, schemas: Schemas) -> list[_Span]:
+def _harmony(s: str, ctx: _Ctx) -> list[_Span]:
     spans: list[_Span] = []
+    scan = _Scan(s, "to=functions.", "<|call|>")
     for m in _HARMONY_TO.finditer(s):
         name = m.group(1)
-        if name not in schemas or (spans and m.start() < spans[-1].end):
+        if name not in ctx.schemas or (spans and m.start() < spans[-1].end):
             continue
         i = _HARMONY_MID.match(s, m.end()).end()  # type: ignore[union-attr]
         if not s.startswith("{", i):
             continue
-        end = value_end(s, i)
+        end = scan.value(i)
+        if end is None and not (ctx.truncated and scan.limit(i) == len(s)):
+            continue
         args = s[i:].rstrip() if end is None else s[i:end]
         i = len(s) if end is None else _skip(s, end)
         if s.startswith("<|call|>", i):
             i += len("<|call|>")
-        before = _HARMONY_BEFORE.search(s, 0, m.start())
-        start = before.start() if before else m.start()
-        spans.append(_Span(start, i, [(name, args, False)], "harmony"))
+        spans.append(_Span(_harmony_start(s, m.start()), i, [(name, args, False)], "harmony"))
     return spans
+
+
+def _harmony_start(s: str, k: int) -> int:
+    """Where the header before `to=functions.` begins: `<|start|>assistant<|channel|>commentary`.
+
+    Walked backwards by hand: a regex anchored at `k` and searched from 0 retries every start
+    position, which is quadratic over many headers.
+    """
+    j = k
+    while j > 0 and s[j - 1].isspace():
+        j -= 1
+    for word in ("commentary", "analysis"):
+        if s.endswith(word, 0, j):
+            j -= len(word)
+            break
+    if s.endswith("<|channel|>", 0, j):
+        j -= len("<|channel|>")
+    for head in ("<|start|>assistant", "<|start|>"):
+        if s.endswith(head, 0, j):
+            return j - len(head)
+    return j
 
 
 _GEMMA = [("<start_function_call>", "<end_function_call>"), ("<|tool_call>", "<tool_call|>")]
 _GEMMA_STR = ("<escape>", '<|"|>')
 
 
-def _gemma(s: str, schemas: Schemas) -> list[_Span]:
-    spans: list[_Span] = []
+def _gemma(s: str, ctx: _Ctx) -> list[_Span]:
+    found: list[tuple[int, int, str, str]] = []  # (start, brace, name, close)
     for open_, close in [*_GEMMA, ("", "")]:
         lead = re.escape(open_) + r"\s*" if open_ else ""
         for m in re.finditer(lead + r"call:([\w.\-]+)\{", s):
-            name = m.group(1)
-            if not open_ and name not in schemas:
-                continue  # the stripped residue counts only for declared tools
-            if any(sp.start <= m.start() < sp.end for sp in spans):
-                continue
-            found = _gemma_args(s, m.end() - 1)
-            if found is None:
-                continue
-            args, i = found
-            i = _skip(s, i)
-            if close and s.startswith(close, i):
-                i += len(close)
-            spans.append(_Span(m.start(), i, [(name, args, False)], "functiongemma"))
-    return sorted(spans, key=lambda sp: sp.start)
+            if open_ or m.group(1) in ctx.schemas:  # the stripped residue: declared tools only
+                found.append((m.start(), m.end() - 1, m.group(1), close))
+    found.sort()
+    starts = [start for start, _, _, _ in found]
+    spans: list[_Span] = []
+    for start, brace, name, close in found:
+        if spans and start < spans[-1].end:
+            continue  # the residue match inside a tagged call, or a call inside arguments
+        nxt = bisect.bisect_right(starts, brace)
+        limit = starts[nxt] if nxt < len(starts) else len(s)
+        args, i, closed = _gemma_args(s, brace, limit)
+        if not closed and not (ctx.truncated and limit == len(s)):
+            continue
+        i = _skip(s, i)
+        if close and s.startswith(close, i):
+            i += len(close)
+        spans.append(_Span(start, i, [(name, args, False)], "functiongemma"))
+    return spans
 
 
-def _gemma_args(s: str, i: int) -> tuple[Any, int] | None:
-    """`{key:<escape>text<escape>,n:3}` -> JSON-ish text with the escaped strings quoted."""
+def _gemma_args(s: str, i: int, limit: int) -> tuple[Any, int, bool]:
+    """`{key:<escape>text<escape>,n:3}` -> (JSON-ish text with escaped strings quoted, end, closed).
+
+    A value still open at `limit` (the next call) is returned as it stands, not closed.
+    """
     out: list[str] = []
     depth = 0
-    n = len(s)
-    while i < n:
+    while i < limit:
         delim = next((d for d in _GEMMA_STR if s.startswith(d, i)), None)
         if delim is not None:
-            close = s.find(delim, i + len(delim))
+            close = s.find(delim, i + len(delim), limit)
             if close < 0:
-                return s[i:], n
+                return "".join(out) + s[i:limit], limit, False
             out.append(compact(s[i + len(delim) : close]))
             i = close + len(delim)
             continue
         c = s[i]
         if c == '"':
-            j = _string_end(s, i)
+            j = _string_end(s, i, limit)
             if j < 0:
-                return "".join(out) + s[i:], n
+                return "".join(out) + s[i:limit], limit, False
             out.append(s[i:j])
             i = j
             continue
@@ -633,8 +881,8 @@ def _gemma_args(s: str, i: int) -> tuple[Any, int] | None:
         out.append(c)
         i += 1
         if depth == 0:
-            return "".join(out), i
-    return "".join(out), n
+            return "".join(out), i, True
+    return "".join(out), limit, False
 
 
 def _bare(s: str, schemas: Schemas) -> list[_Span]:
@@ -661,7 +909,11 @@ def _bare(s: str, schemas: Schemas) -> list[_Span]:
 
 
 def bare_calls(text: str, schemas: Schemas) -> list[RawCall] | None:
-    """Calls when `text` is nothing but complete calls to declared tools, else None."""
+    """Calls when `text` is nothing but complete calls to declared tools, else None.
+
+    With no marker to vouch for them, the calls must be complete shapes (strict
+    `calls_from_value`): a name alone, or a schema-like `parameters`, is data, not a call.
+    """
     calls: list[RawCall] = []
     i = _skip(text, 0)
     while i < len(text):
@@ -671,7 +923,7 @@ def bare_calls(text: str, schemas: Schemas) -> list[RawCall] | None:
         if text[i] not in "{[":
             return None
         end = value_end(text, i)
-        found = json_calls(text[i:end], schemas) if end else None
+        found = json_calls(text[i:end], schemas, strict=True) if end else None
         if not found or any(name not in schemas for name, _, _ in found):
             return None
         calls.extend(found)
@@ -679,9 +931,9 @@ def bare_calls(text: str, schemas: Schemas) -> list[RawCall] | None:
     return calls or None
 
 
-_Finder = Callable[[str, Schemas], list[_Span]]
+_Finder = Callable[[str, _Ctx], list[_Span]]
 _FINDERS: list[_Finder] = [
-    *[(lambda s, sc, o=o, c=c, f=f: _tagged(s, sc, o, c, f)) for o, c, f in _TAGGED],
+    *[(lambda s, cx, o=o, c=c, f=f: _tagged(s, cx, o, c, f)) for o, c, f in _TAGGED],
     _functions,
     _mistral,
     _deepseek,
@@ -719,12 +971,19 @@ def tool_schemas(tools: list[dict[str, Any]] | None) -> Schemas:
     return out
 
 
-def find_calls(text: str, schemas: Schemas) -> Found | None:
-    """Find the calls written in a reply's text, with the content that remains."""
+def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | None:
+    """Find the calls written in a reply's text, with the content that remains.
+
+    `truncated` says the reply may have been cut off (finish_reason "length"): only then may a
+    call that never closes run to the end of the text. It defaults to True for callers that do
+    not know yet; whole replies pass what the upstream said. Every recovered call names a
+    declared tool: a marker form naming anything else is left as text.
+    """
     head, scan, rest = split_think(text)
+    ctx = _Ctx(schemas, truncated)
     best: list[_Span] = []
     for finder in _FINDERS:
-        spans = finder(scan, schemas)
+        spans = [sp for sp in finder(scan, ctx) if all(c[0] in schemas for c in sp.calls)]
         if spans and (not best or spans[0].start < best[0].start):
             best = spans
     if not best:
@@ -747,12 +1006,14 @@ def _remaining(head: str, scan: str, rest: str, spans: list[_Span]) -> str | Non
     return content if content.strip() else None
 
 
-def recover(text: str, tools: list[dict[str, Any]]) -> Recovery | None:
+def recover(
+    text: str, tools: list[dict[str, Any]], finish_reason: str | None = None
+) -> Recovery | None:
     """Recover the tool calls written as text in a whole reply, or None when there are none."""
-    found = find_calls(text, tool_schemas(tools))
+    found = find_calls(text, tool_schemas(tools), finish_reason == "length")
     if found is None:
         return None
-    calls, _ = build_calls(found.calls, None)
+    calls, _ = build_calls(found.calls, finish_reason)
     return Recovery(found.content, calls, found.format)
 
 
@@ -825,7 +1086,7 @@ def _process_choice(choice: Any, schemas: Schemas, recover: bool, events: list[E
     content = message.get("content")
     if not recover or not isinstance(content, str):
         return choice
-    found = find_calls(content, schemas)
+    found = find_calls(content, schemas, finish == "length")
     if found is None:
         return choice
     calls, arg_events = build_calls(found.calls, finish)

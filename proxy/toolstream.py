@@ -375,7 +375,7 @@ class StreamToolProcessor:
             calls = self._native_calls(state, finish)
         elif state.held and self._recover and not state.given_up:
             sent = "".join(state.released)
-            found = find_calls(sent + state.held, self._schemas)
+            found = find_calls(sent + state.held, self._schemas, finish == "length")
             if found is not None and (found.content or "").startswith(sent):
                 text = (found.content or "")[len(sent) :]
                 calls, arg_events = build_calls(found.calls, finish)
