@@ -118,9 +118,16 @@ def loads_lenient(text: str) -> tuple[Any, bool] | None:
     return _json_repair_fallback(stripped)
 
 
+# json_repair is pure Python and slow on large broken input (about 0.9 s for 200 KB): past this
+# size the arguments are passed on unrepaired rather than stall the event loop.
+_REPAIR_LIMIT = 64 * 1024
+
+
 def _json_repair_fallback(text: str) -> tuple[Any, bool] | None:
     pairs = {"{": "}", "[": "]"}
     if not text or text[0] not in pairs or not text.endswith(pairs[text[0]]):
+        return None
+    if len(text) > _REPAIR_LIMIT:
         return None
     value = json_repair.loads(text, skip_json_loads=True)
     expected = dict if text[0] == "{" else list

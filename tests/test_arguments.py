@@ -79,3 +79,13 @@ def test_valid_objects_kept_and_python_repr_repaired(obj: dict[str, object]) -> 
     assert repair_arguments(text, None) == Repair(text, "ok")
     repaired = repair_arguments(repr(obj), None)
     assert json.loads(repaired.arguments) == obj
+
+
+def test_huge_broken_arguments_are_not_handed_to_json_repair() -> None:
+    import time
+
+    broken = "{x " + "x " * 100_000 + "}"
+    started = time.perf_counter()
+    result = repair_arguments(broken, "stop")
+    assert time.perf_counter() - started < 0.3
+    assert result.outcome == "unparseable" and result.arguments == broken
