@@ -115,6 +115,7 @@ class _Retry(Exception):
         self.decision = decision
 
 
+_WRITE_ROOM = 16 * 1024  # well under asyncio's 64 KiB default high-water mark
 _FINISHED = re.compile(rb'"finish_reason"\s*:\s*"')
 
 
@@ -449,11 +450,19 @@ class Pipeline:
                             batch.append(out)
                     if job.content_started:
                         deadline = loop.time() + idle if idle > 0 else None
-                    # Time spent writing to the client is the client's, not the upstream's:
-                    # the watchdog is paused while a slow reader holds the write up.
-                    watchdog.reschedule(None)
+                    # Time spent writing to the client is the client's, not the upstream's: the
+                    # watchdog is paused when this write can wait on a slow reader, which is
+                    # only when it takes the socket's buffer near its high-water mark (checking
+                    # first saves two timer resets per read on the common path).
+                    transport = request.transport
+                    backed_up = transport is None or (
+                        transport.get_write_buffer_size() + sum(map(len, batch)) > _WRITE_ROOM
+                    )
+                    if backed_up:
+                        watchdog.reschedule(None)
                     client = await self._flush(request, job, client, batch, carries)
-                    watchdog.reschedule(deadline)
+                    if backed_up or job.content_started:
+                        watchdog.reschedule(deadline)
                 if not done:
                     for event in parser.close():
                         if event.data == DONE:
