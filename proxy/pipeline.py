@@ -394,12 +394,13 @@ class Pipeline:
         resp: aiohttp.ClientResponse | None = None
         deadline = loop.time() + first if first > 0 else None
         watchdog = asyncio.timeout_at(deadline)
+        job.content_started = False  # per attempt: a retry gets its own first-token limit
         try:
             async with watchdog:
                 resp = await self._open(job)
                 await self._check_status(job, resp)
                 if "event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
-                    return await self._whole_as_stream(request, job, client, resp)
+                    return await self._whole_as_stream(request, job, client, resp, watchdog)
                 # Chosen after `prepare` ran for this attempt: what to do with the reply depends
                 # on what was sent (JSON asked for in words is only known once the body is built).
                 processor = self.layer.stream_processor(job)
@@ -439,11 +440,11 @@ class Pipeline:
                             )
                         except _ErrorEvent as err:
                             # What came before the error goes out first. If that was content,
-                            # the error is relayed as it is: nothing may be resent now.
+                            # the stream ends with the upstream's error: nothing may be resent.
                             client = await self._flush(request, job, client, batch, carries)
                             if not job.relayed:
                                 raise
-                            out, fin, has = frame(err.data), True, False
+                            return await self._end_with_upstream_error(request, job, client, err)
                         finished = finished or fin
                         carries = carries or has
                         if out:
@@ -575,9 +576,11 @@ class Pipeline:
         job: Job,
         client: web.StreamResponse | None,
         resp: aiohttp.ClientResponse,
+        watchdog: asyncio.Timeout,
     ) -> web.StreamResponse:
         """The server ignored `stream: true` and answered whole: stream that answer ourselves."""
         raw = await resp.read()
+        watchdog.reschedule(None)  # the answer is in hand: writing it is the client's time
         parsed = _loads(raw)
         if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
             ctype = resp.headers.get("Content-Type", "no content type")
@@ -639,11 +642,13 @@ class Pipeline:
         if batch:
             if client is None:
                 client = await self._prepare_client(request, job)
-            await self._write(client, self._with_notices(job, b"".join(batch)))
-            batch.clear()
             if carries and not job.relayed:
+                # Set before the write: bytes handed to the socket may reach the client even
+                # when waiting for the write to drain is then cut short.
                 job.relayed = True
                 job.first_token_at = time.perf_counter()
+            await self._write(client, self._with_notices(job, b"".join(batch)))
+            batch.clear()
         return client
 
     def _with_notices(self, job: Job, data: bytes) -> bytes:
@@ -668,12 +673,9 @@ class Pipeline:
         if not isinstance(chunk, dict):
             return frame(data), False, False  # not a JSON object: relayed as it came
         if "error" in chunk and "choices" not in chunk:
-            if not job.relayed:
-                # An error before any answer (older llama.cpp reports overflows this way):
-                # judged like an HTTP error, so it can be mapped, latched or retried.
-                raise _ErrorEvent(data, _event_status(chunk))
-            # The upstream reported an error mid-stream; relayed, the SDK raises it.
-            return frame(data), True, False
+            # Before any answer (older llama.cpp reports overflows this way) it is judged like
+            # an HTTP error: mapped, latched or retried. After, it ends the stream.
+            raise _ErrorEvent(data, _event_status(chunk))
         finished = False
         choices = chunk.get("choices")
         if isinstance(choices, list):
@@ -699,6 +701,22 @@ class Pipeline:
             carries = carries or _chunk_has_content(out)
             parts.append(frame(data) if out is chunk else frame(orjson.dumps(out)))
         return b"".join(parts), finished, carries
+
+    async def _end_with_upstream_error(
+        self, request: web.Request, job: Job, client: web.StreamResponse | None, err: _ErrorEvent
+    ) -> web.StreamResponse:
+        """The upstream reported an error after content reached the client: relay it, end."""
+        job.status = err.status
+        job.state["upstream_error"] = (
+            f"HTTP {err.status} mid-stream: {parse_error(err.data).message}"
+        )
+        if client is None:
+            client = await self._prepare_client(request, job)
+        await self._write(
+            client, self._with_notices(job, frame(_compact_error(err.status, err.data)))
+        )
+        await self._end(client)
+        return client
 
     async def _end_with_error(
         self,

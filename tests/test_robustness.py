@@ -322,3 +322,82 @@ async def test_json_in_words_stream_keeps_reasoning_and_usage(
     assert "".join(d.content or "" for d in deltas) == '{"a":1}'
     assert any(getattr(d, "reasoning_content", None) == "thinking hard" for d in deltas)
     assert parts[-1].usage is not None and parts[-1].usage.total_tokens == 15
+
+
+async def test_an_upstream_error_after_content_ends_the_stream(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    error = {"error": {"message": "boom: backend crashed", "type": "server_error", "code": 500}}
+    fake.push(
+        Stream(
+            [chunk({"role": "assistant", "content": "par"}), error, chunk({"content": "never"})],
+            then="hang",
+        )
+    )
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            lg.base_url + "/chat/completions", json={"model": "m", "messages": MSG, "stream": True}
+        ) as r,
+    ):
+        raw = await r.read()
+    assert b"boom: backend crashed" in raw
+    assert b"[DONE]" not in raw and b"never" not in raw  # it ended at the error
+    assert (
+        sample(
+            lg,
+            "latchgate_requests_total",
+            upstream="fake",
+            model="m",
+            route="chat",
+            stream="true",
+            status="500",
+        )
+        == 1
+    )
+
+
+async def test_a_retry_gets_its_own_first_token_limit(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    running = await start_proxy(
+        {
+            "name": "fake",
+            "base_url": fake.url,
+            "kind": "generic",
+            "idle_timeout": 0.3,
+            "first_token_timeout": 5,
+            "retries": 1,
+        }
+    )
+    fragment = chunk(
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": '{"a"'},
+                }
+            ]
+        }
+    )
+    # Attempt 1: a held tool-call fragment, then silence (idle fires, nothing was relayed).
+    # Attempt 2: its first token comes 0.8 s after its role chunk: inside the 5 s limit.
+    rest = (
+        b"".join(
+            b"data: " + orjson.dumps(c) + b"\n\n"
+            for c in (chunk({"content": "second"}), chunk({}, "stop"))
+        )
+        + b"data: [DONE]\n\n"
+    )
+    fake.push(
+        Stream([chunk({"role": "assistant", "content": None}), fragment], then="hang"),
+        Stream([chunk({"role": "assistant", "content": ""}), rest], delay=0.8),
+    )
+    stream = await running.client().chat.completions.create(
+        model="m", messages=MSG, tools=TOOLS, stream=True
+    )
+    text = "".join([p.choices[0].delta.content or "" async for p in stream if p.choices])
+    assert text == "second"
+    assert len(fake.bodies()) == 2
