@@ -33,6 +33,19 @@ def sample(lg: Running, name: str, **labels: str) -> float:
     return lg.proxy.metrics.registry.get_sample_value(name, labels) or 0.0
 
 
+def chat_requests(lg: Running, stream: str, status: str) -> float:
+    """Client requests for model "m" on the fake upstream answered with `status`."""
+    return sample(
+        lg,
+        "latchgate_requests_total",
+        upstream="fake",
+        model="m",
+        route="chat",
+        stream=stream,
+        status=status,
+    )
+
+
 async def test_an_error_body_in_several_pieces_is_judged_whole(
     lg: Running, fake: FakeUpstream
 ) -> None:
@@ -88,19 +101,7 @@ async def test_odd_chunks_never_garble_the_stream(
     for event in events[:-1]:
         orjson.loads(event[6:])  # every event is one JSON document
     assert b"ok" in raw and b"done" in raw
-    total = sum(
-        sample(
-            lg,
-            "latchgate_requests_total",
-            upstream="fake",
-            model="m",
-            route="chat",
-            stream="true",
-            status=status,
-        )
-        for status in ("200", "500")
-    )
-    assert total == 1
+    assert chat_requests(lg, "true", "200") + chat_requests(lg, "true", "500") == 1
 
 
 async def test_function_call_fragments_are_content(lg: Running, fake: FakeUpstream) -> None:
@@ -197,18 +198,7 @@ async def test_a_client_leaving_during_backoff_is_a_disconnect(
                 await r.read()
     await asyncio.sleep(0.2)
     assert sample(lg, "latchgate_client_disconnects_total", upstream="fake") == 1
-    assert (
-        sample(
-            lg,
-            "latchgate_requests_total",
-            upstream="fake",
-            model="m",
-            route="chat",
-            stream="false",
-            status="499",
-        )
-        == 1
-    )
+    assert chat_requests(lg, "false", "499") == 1
 
 
 @pytest.mark.parametrize("path", ["/completions", "/embeddings"])
@@ -343,18 +333,7 @@ async def test_an_upstream_error_after_content_ends_the_stream(
         raw = await r.read()
     assert b"boom: backend crashed" in raw
     assert b"[DONE]" not in raw and b"never" not in raw  # it ended at the error
-    assert (
-        sample(
-            lg,
-            "latchgate_requests_total",
-            upstream="fake",
-            model="m",
-            route="chat",
-            stream="true",
-            status="500",
-        )
-        == 1
-    )
+    assert chat_requests(lg, "true", "500") == 1
 
 
 async def test_a_retry_gets_its_own_first_token_limit(
