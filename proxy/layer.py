@@ -21,7 +21,7 @@ from .negotiate import DEFAULT_DROPPABLE, build_body, classify, client_wants_usa
 from .overflow import is_overflow, overflow_message, reported_window
 from .pipeline import Decision, Job, StreamProcessor, upstream_error_body
 from .retry import RetryPolicy, Transient, classify_status, next_wait
-from .schemas import SchemaContradiction, apply_to_request, find_contradictions, sanitise
+from .schemas import apply_to_request, find_contradictions, sanitise
 from .sizing import Calibration, estimate_chars, overflow_body, preflight, reply_ceiling
 from .structured import extract_json
 from .toolcalls import process_response
@@ -362,10 +362,6 @@ class _Events:
         self.job = job
         self._seen = 0
 
-    @property
-    def content_started(self) -> bool:
-        return self.inner.content_started
-
     def _drain(self) -> None:
         for event in self.inner.events[self._seen :]:
             self.job.events.add(event)
@@ -390,7 +386,6 @@ class JsonInWordsStream:
     """
 
     def __init__(self) -> None:
-        self.content_started = False
         self._text: dict[int, list[str]] = {}  # per choice index
         self._finish: dict[int, str] = {}
         self._last: dict[str, Any] | None = None
@@ -427,7 +422,6 @@ class JsonInWordsStream:
     def finish(self) -> list[dict[str, Any]]:
         if self._last is None:
             return []
-        self.content_started = True
         base = {k: v for k, v in self._last.items() if k not in ("choices", "usage")}
         out: list[dict[str, Any]] = []
         for index in sorted(set(self._text) | set(self._finish)):
@@ -533,4 +527,4 @@ def _response_contradiction(body: dict[str, Any]) -> ProxyError | None:
     )
 
 
-__all__ = ["AgentLayer", "JsonInWordsStream", "SchemaContradiction"]
+__all__ = ["AgentLayer", "JsonInWordsStream"]
