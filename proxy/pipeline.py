@@ -419,9 +419,10 @@ class Pipeline:
                     # not one per event (no added latency; ~20 fewer sends per short stream).
                     batch: list[bytes] = []
                     carries = False
-                    fast = processor is None and job.content_started
                     for block in parser.blocks(chunk):
-                        if fast and _plain(block):
+                        # Checked per event, not per read: an instant server's whole answer
+                        # arrives in one read, and only its first events need reading.
+                        if job.content_started and processor is None and _plain(block):
                             # The answer is flowing and nothing will change it: the event goes
                             # out as it came, unparsed; a finish reason is all there is to see.
                             batch.append(block + b"\n\n")
