@@ -8,6 +8,7 @@ set one, rather than being open.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import orjson
@@ -18,6 +19,8 @@ from .timespec import parse_duration
 
 if TYPE_CHECKING:
     from .app import Proxy
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _proxy(request: web.Request) -> Proxy:
@@ -108,7 +111,8 @@ async def expire_latches(request: web.Request) -> web.StreamResponse:
     return web.json_response({"expired": removed})
 
 
-def add_admin_routes(app: web.Application) -> None:
-    app.router.add_get("/admin/latches", list_latches)
-    app.router.add_post("/admin/latches/reset", reset_latches)
-    app.router.add_post("/admin/latches/expire", expire_latches)
+def add_admin_routes(app: web.Application, guard: Callable[[Handler], Handler]) -> None:
+    """Add the admin routes, each wrapped by `guard` (OpenAI-shaped errors)."""
+    app.router.add_get("/admin/latches", guard(list_latches))
+    app.router.add_post("/admin/latches/reset", guard(reset_latches))
+    app.router.add_post("/admin/latches/expire", guard(expire_latches))

@@ -97,19 +97,21 @@ class AgentLayer:
         if job.route != "chat":
             return None
         up = job.upstream
-        await up.detect_kind()
+        if not up.kind_detected:
+            await up.detect_kind()
         if self.schema_mode(up) == "passthrough":
             problem = _contradiction(job.body)
             if problem is not None:
                 return problem
-        chars = estimate_chars(job.body.get("messages"), job.body.get("tools"))
-        job.state["chars"] = chars
         try:
             window = await self.windows(up).window(job.events.model)
         except (TimeoutError, aiohttp.ClientError, OSError):
             window = None  # the probe failed: it is asked again next time; no check this time
         if window is None:
             return None
+        # Estimated (and later calibrated) only where a window makes it matter.
+        chars = estimate_chars(job.body.get("messages"), job.body.get("tools"))
+        job.state["chars"] = chars
         key = (up.endpoint_id, job.events.model)
         tokens = self.calibration.tokens(key, chars)
         ceiling = reply_ceiling(job.body)

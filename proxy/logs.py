@@ -118,6 +118,11 @@ def _orjson_text(obj: Any, **kwargs: Any) -> str:
     return orjson.dumps(obj, default=kwargs.get("default"), option=opts).decode()
 
 
+# Whether info lines are written, known without asking structlog (which builds a bound logger
+# per call): the request line is skipped on this one check at level warning.
+_info_enabled = True
+
+
 def _level_number(level: str) -> int:
     try:
         return _LEVELS[level.lower()]
@@ -134,6 +139,8 @@ def configure(
     `json=None` chooses by the stream: console text on a TTY, JSON lines otherwise. Logs go to
     stderr by default, so a command's own output on stdout (a latch export) stays clean.
     """
+    global _info_enabled
+    _info_enabled = _level_number(level) <= logging.INFO
     out = sys.stderr if stream is None else stream
     as_json = not out.isatty() if json is None else json
     renderer: structlog.typing.Processor = (
@@ -190,7 +197,7 @@ def request_line(
     are added to the line, redacted like everything else.
     """
     latched = [e.labels.get("capability", "") for e in req.events if e.kind == ev.REFUSAL]
-    if status < 500 and not latched and not get_logger().is_enabled_for(logging.INFO):
+    if status < 500 and not latched and not _info_enabled:
         return  # an info line at level warning: not worth building
     line: dict[str, Any] = {
         "request_id": req.request_id,

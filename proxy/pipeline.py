@@ -10,9 +10,10 @@ to change a response are decisions of the agent layer (`proxy.layer`), passed in
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
+import secrets
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -151,11 +152,18 @@ def _event_status(chunk: dict[str, Any]) -> int:
     return 500
 
 
+_SANE_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
+# Fresh ids are a random per-process prefix and a counter: unique across restarts and processes
+# like a uuid4, without a getrandom syscall per request.
+_ID_PREFIX = "lg-" + secrets.token_hex(8)
+_ID_COUNTER = itertools.count(1)
+
+
 def new_request_id(given: str | None) -> str:
     """The client's own request id when it is a sane token, else a fresh one."""
-    if given and len(given) <= 128 and all(c.isalnum() or c in "-_.:" for c in given):
+    if given and _SANE_ID.fullmatch(given):
         return given
-    return "lg-" + uuid.uuid4().hex
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
 
 
 def _header_safe(text: str) -> str:
@@ -210,8 +218,29 @@ class Pipeline:
 
     async def run(self, request: web.Request, job: Job) -> web.StreamResponse:
         """Answer one client request; always returns a response (or a finished stream)."""
+        # One frame for the whole attempt loop (rather than a wrapper around a loop method):
+        # every resume of the upstream read passes through each frame above it.
         try:
-            return await self._attempts(request, job)
+            problem = await self.layer.preflight(job)
+            if problem is not None:
+                job.status = problem.status
+                return json_response(job, problem.status, orjson.dumps(problem.body()))
+            client: web.StreamResponse | None = None
+            while True:
+                try:
+                    if job.stream:
+                        return await self._stream_attempt(request, job, client)
+                    return await self._whole_attempt(job)
+                except _Retry as retry:
+                    decision = retry.decision
+                    # An attempt may have opened the client's stream (a role chunk, before any
+                    # content) and then failed: the next attempt and `_give` must write to that
+                    # stream, not start a second response on the same connection.
+                    client = job.state.get("client", client)
+                if decision.action == "return":
+                    return await self._give(request, job, client, decision)
+                if decision.wait > 0:
+                    await self._backoff(job, decision.wait)
         except (asyncio.CancelledError, _ClientGone):
             self._client_left(job)
             raise asyncio.CancelledError() from None
@@ -222,28 +251,6 @@ class Pipeline:
         if not job.state.get("left"):
             job.state["left"] = True
             job.events.emit(ev.CLIENT_DISCONNECT, "", upstream=job.upstream.name)
-
-    async def _attempts(self, request: web.Request, job: Job) -> web.StreamResponse:
-        problem = await self.layer.preflight(job)
-        if problem is not None:
-            job.status = problem.status
-            return json_response(job, problem.status, orjson.dumps(problem.body()))
-        client: web.StreamResponse | None = None
-        while True:
-            try:
-                if job.stream:
-                    return await self._stream_attempt(request, job, client)
-                return await self._whole_attempt(job)
-            except _Retry as retry:
-                decision = retry.decision
-                # An attempt may have opened the client's stream (a role chunk, before any
-                # content) and then failed: the next attempt and `_give` must write to that
-                # stream, not start a second response on the same connection.
-                client = job.state.get("client", client)
-            if decision.action == "return":
-                return await self._give(request, job, client, decision)
-            if decision.wait > 0:
-                await self._backoff(job, decision.wait)
 
     @staticmethod
     async def _backoff(job: Job, wait: float) -> None:

@@ -23,11 +23,26 @@ class Routable(Protocol):
 class Router:
     """Maps a model name to the upstream that serves it."""
 
+    # Answers are remembered (model names repeat on every request); the cache is bounded because
+    # clients choose the names, and simply emptied when full.
+    CACHE_SIZE = 4096
+
     def __init__(self, upstreams: Iterable[tuple[str, Sequence[str]]]) -> None:
         self._routes = [(name, list(patterns)) for name, patterns in upstreams]
+        self._cache: dict[str, str | None] = {}
 
     def route(self, model: str) -> str | None:
         """The name of the upstream serving `model`, or None when none does."""
+        try:
+            return self._cache[model]
+        except KeyError:
+            pass
+        if len(self._cache) >= self.CACHE_SIZE:
+            self._cache.clear()
+        found = self._cache[model] = self._find(model)
+        return found
+
+    def _find(self, model: str) -> str | None:
         for name, patterns in self._routes:
             if model in patterns:
                 return name

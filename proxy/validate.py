@@ -41,6 +41,19 @@ def _check_optional(body: dict[str, Any], name: str, types: tuple[type, ...], wh
         raise _bad(name, f"'{name}' must be {what}, got {type(value).__name__}.")
 
 
+# The chat fields latchgate reads or changes, with the types they must have (None is allowed).
+_CHAT_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "stream": ((bool,), "true or false"),
+    "max_tokens": ((int,), "a whole number"),
+    "max_completion_tokens": ((int,), "a whole number"),
+    "temperature": ((int, float), "a number"),
+    "n": ((int,), "a whole number"),
+    "stream_options": ((dict,), "an object"),
+    "response_format": ((dict,), "an object"),
+    "reasoning_effort": ((str,), "a string"),
+}
+
+
 def check_chat(body: dict[str, Any]) -> None:
     """Validate a chat completion request body (already known to be a JSON object)."""
     _check_model(body)
@@ -63,17 +76,13 @@ def check_chat(body: dict[str, Any]) -> None:
             raise _bad(
                 f"messages[{i}].role", f'messages[{i}].role must be a string such as "user".'
             )
-    _check_optional(body, "stream", (bool,), "true or false")
-    _check_optional(body, "max_tokens", (int,), "a whole number")
-    _check_optional(body, "max_completion_tokens", (int,), "a whole number")
-    _check_optional(body, "temperature", (int, float), "a number")
-    _check_optional(body, "n", (int,), "a whole number")
-    _check_optional(body, "stream_options", (dict,), "an object")
-    _check_optional(body, "response_format", (dict,), "an object")
-    _check_optional(body, "reasoning_effort", (str,), "a string")
+    # Walk the body's own keys (a few) rather than every typed name, in the client's order.
+    for name in body:
+        if name in _CHAT_TYPES:
+            _check_optional(body, name, *_CHAT_TYPES[name])
     for name in ("max_tokens", "max_completion_tokens"):
         value = body.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        if type(value) is int and value < 0:
             raise _bad(name, f"'{name}' must be 0 or more.")
     tools = body.get("tools")
     if tools is not None:
