@@ -25,7 +25,7 @@ from aiohttp import web
 from . import events as ev
 from .errors import ProxyError, error_body, sse_error_event
 from .overflow import parse_error
-from .sse import DONE, SSEParser, comment, frame, parse_block
+from .sse import DONE, SSEParser, comment, frame, parse_block, plain_run
 from .upstream import Upstream, forwardable_headers
 
 if TYPE_CHECKING:
@@ -118,20 +118,6 @@ class _Retry(Exception):
 
 _WRITE_ROOM = 16 * 1024  # well under asyncio's 64 KiB default high-water mark
 _FINISHED = re.compile(rb'"finish_reason"\s*:\s*"')
-
-
-def _plain(block: bytes) -> bool:
-    """An ordinary one-line data event: no usage, no error, not the end.
-
-    Quotes inside content are escaped (\\") on the wire, so these byte tests match only keys.
-    """
-    return (
-        block.startswith(b"data: ")
-        and b"\n" not in block
-        and b'"usage"' not in block
-        and b'"error"' not in block
-        and block != b"data: [DONE]"
-    )
 
 
 class _ErrorEvent(Exception):
@@ -281,9 +267,9 @@ class Pipeline:
         except ConnectionResetError:
             raise _ClientGone() from None
 
-    async def _end(self, client: web.StreamResponse) -> None:
+    async def _end(self, client: web.StreamResponse, data: bytes = b"") -> None:
         try:
-            await client.write_eof()
+            await client.write_eof(data)
         except ConnectionResetError:
             raise _ClientGone() from None
 
@@ -397,7 +383,8 @@ class Pipeline:
         processor: StreamProcessor | None = None
         forward_usage = self.layer.forward_usage(job)
         parser = SSEParser()
-        finished = done = False
+        finished = done = pending_carries = False
+        pending: list[bytes] = []  # events held for the final write
         resp: aiohttp.ClientResponse | None = None
         deadline = loop.time() + first if first > 0 else None
         watchdog = asyncio.timeout_at(deadline)
@@ -425,16 +412,29 @@ class Pipeline:
                     # Everything that arrived together goes out together: one write per read,
                     # not one per event (no added latency; ~20 fewer sends per short stream).
                     batch: list[bytes] = []
-                    carries = False
-                    for block in parser.blocks(chunk):
-                        # Checked per event, not per read: an instant server's whole answer
-                        # arrives in one read, and only its first events need reading.
-                        if job.content_started and processor is None and _plain(block):
-                            # The answer is flowing and nothing will change it: the event goes
-                            # out as it came, unparsed; a finish reason is all there is to see.
-                            batch.append(block + b"\n\n")
-                            finished = finished or _FINISHED.search(block) is not None
-                            carries = True
+                    carries = skimmed = False
+                    region = parser.feed(chunk)
+                    pos, size = 0, len(region)
+                    while pos < size:
+                        if not skimmed and job.content_started and processor is None:
+                            # The answer is flowing and nothing will change it: the ordinary
+                            # events that follow go out as they came, unread; a finish reason
+                            # is all there is to see. (Checked as soon as content starts, not
+                            # per read: an instant server's whole answer is one read.) Tried
+                            # once per read, so a read that cannot be skimmed costs no rescans.
+                            skimmed = True
+                            end = plain_run(region, pos)
+                            if end > pos:
+                                run = region[pos:end]
+                                batch.append(run)
+                                finished = finished or _FINISHED.search(run) is not None
+                                carries = True
+                                pos = end
+                                continue
+                        end = region.find(b"\n\n", pos)
+                        block = region[pos:end]
+                        pos = end + 2
+                        if not block:
                             continue
                         event = parse_block(block)
                         if event is None or event.data is None:
@@ -457,6 +457,11 @@ class Pipeline:
                         carries = carries or has
                         if out:
                             batch.append(out)
+                    if done:
+                        # The end came with these events: they, `[DONE]` and the end of the
+                        # body go out in one write (`_done`), after the watchdog is off.
+                        pending, pending_carries = batch, carries
+                        break
                     if job.content_started:
                         deadline = loop.time() + idle if idle > 0 else None
                     # Time spent writing to the client is the client's, not the upstream's: the
@@ -548,14 +553,10 @@ class Pipeline:
             )
         if processor is not None:
             tail = processor.finish()
-            client = await self._flush(
-                request,
-                job,
-                client,
-                [frame(orjson.dumps(c)) for c in tail],
-                any(_chunk_has_content(c) for c in tail),
-            )
+            pending += [frame(orjson.dumps(c)) for c in tail]
+            pending_carries = pending_carries or any(_chunk_has_content(c) for c in tail)
         if incomplete:
+            client = await self._flush(request, job, client, pending, pending_carries)
             return await self._failed(
                 request,
                 job,
@@ -565,16 +566,25 @@ class Pipeline:
                 "ended the stream without finishing the answer (no finish reason, no [DONE])",
                 "upstream_incomplete",
             )
-        return await self._done(request, job, client)
+        return await self._done(request, job, client, pending, pending_carries)
 
     async def _done(
-        self, request: web.Request, job: Job, client: web.StreamResponse | None
+        self,
+        request: web.Request,
+        job: Job,
+        client: web.StreamResponse | None,
+        batch: list[bytes],
+        carries: bool,
     ) -> web.StreamResponse:
-        """End a complete stream: `[DONE]` (after any pending notices), then the end of body."""
+        """End a complete stream: the last events, `[DONE]` (after any pending notices) and the
+        end of the body, in one write (a short answer is then one send in all)."""
         if client is None:
             client = await self._prepare_client(request, job)
-        await self._write(client, self._with_notices(job, b"data: [DONE]\n\n"))
-        await self._end(client)
+        if carries and not job.relayed:
+            job.relayed = True
+            job.first_token_at = time.perf_counter()
+        batch.append(b"data: [DONE]\n\n")
+        await self._end(client, self._with_notices(job, b"".join(batch)))
         job.status = 200
         return client
 
@@ -611,10 +621,9 @@ class Pipeline:
             "latchgate sent it to the client as a stream.",
         )
         chunks = completion_to_chunks(body, usage=self.layer.forward_usage(job))
-        client = await self._flush(
+        return await self._done(
             request, job, client, [frame(orjson.dumps(c)) for c in chunks], True
         )
-        return await self._done(request, job, client)
 
     async def _failed(
         self,

@@ -498,3 +498,48 @@ async def test_cached_tokens_from_every_server_s_report(lg: Running, fake: FakeU
     fake.push(Json(completion(usage=usage) | {"timings": {"cache_n": 20}}))  # llama.cpp
     await lg.client().chat.completions.create(model="fake-model", messages=MSG)
     assert cached() == 38
+
+
+def _one_read_stream(*, comment_at: int | None = None) -> bytes:
+    """A whole answer as one write, the way an instant server or a fast local model sends it."""
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": p}) for p in ("Hel", "lo", ' "usage" [x]', "!")]
+    events.append(chunk({}, "stop"))
+    raw = [b"data: " + orjson.dumps(e) + b"\n\n" for e in events]
+    if comment_at is not None:
+        raw.insert(comment_at, b": keep-alive\n\n")
+    usage = chunk(choices=[], usage={"prompt_tokens": 4, "completion_tokens": 4})
+    raw.append(b"data: " + orjson.dumps(usage) + b"\n\ndata: [DONE]\n\n")
+    return b"".join(raw)
+
+
+@pytest.mark.parametrize("comment_at", [None, 3])
+async def test_stream_in_one_read_is_relayed_whole_and_unchanged(
+    lg: Running, fake: FakeUpstream, comment_at: int | None
+) -> None:
+    raw = _one_read_stream(comment_at=comment_at)
+    fake.push(Stream([raw]))
+    stream = await lg.client().chat.completions.create(
+        model="fake-model", messages=MSG, stream=True, stream_options={"include_usage": True}
+    )
+    parts = [p async for p in stream]
+    assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == (
+        'Hello "usage" [x]!'
+    )
+    assert [p.choices[0].finish_reason for p in parts if p.choices][-1] == "stop"
+    assert parts[-1].usage is not None and parts[-1].usage.completion_tokens == 4
+
+    # On the wire: the content events byte for byte as the server sent them, then usage (asked
+    # for) and [DONE]; the comment, which carries nothing, is not relayed.
+    fake.push(Stream([raw]))
+    async with aiohttp.ClientSession() as s:
+        resp = await s.post(
+            lg.base_url + "/chat/completions",
+            json={"model": "fake-model", "messages": MSG, "stream": True},
+        )
+        got = await resp.read()
+    sent = raw.replace(b": keep-alive\n\n", b"")
+    usage_at = sent.index(b'data: {"id"', sent.index(b'"finish_reason":"stop"'))
+    assert got.startswith(sent[:usage_at])  # content relayed unchanged
+    assert got.endswith(b"\n\ndata: [DONE]\n\n")
+    assert b'"usage"' not in got[usage_at:]  # not asked for: the usage chunk is not relayed

@@ -7,7 +7,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.sse import SSEEvent, SSEParser, comment, frame, parse_block
+from proxy.sse import SSEEvent, SSEParser, comment, frame, parse_block, plain_run
 
 
 def split_all(raw: bytes, cuts: list[int]) -> list[SSEEvent]:
@@ -74,3 +74,67 @@ def test_property_any_chunking_any_line_end(
     rng = random.Random(seed)
     cuts = [rng.randrange(len(raw) + 1) for _ in range(rng.randrange(6))]
     assert [e.data for e in split_all(raw, cuts)] == payloads
+
+
+# -- feed and plain_run: the relay's unread fast path ------------------------------------------
+
+C1 = b'data: {"choices":[{"delta":{"content":"a"},"finish_reason":null}]}\n\n'
+C2 = b'data: {"choices":[{"delta":{"content":"b \\"usage\\" {x}"},"finish_reason":null}]}\n\n'
+FIN = b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n'
+USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":3}}\n\n'
+DONE_EV = b"data: [DONE]\n\n"
+
+
+def test_feed_returns_whole_events_and_keeps_the_tail() -> None:
+    parser = SSEParser()
+    assert parser.feed(C1[:10]) == b""
+    assert parser.feed(C1[10:] + C2[:5]) == C1
+    assert parser.feed(C2[5:-1]) == b""  # one newline of the blank line is not an end
+    assert parser.feed(C2[-1:]) == C2
+    assert parser.feed(b"data: x\r\n\r\ndata: y\r") == b"data: x\n\n"
+    assert parser.feed(b"\n\r\n") == b"data: y\n\n"
+
+
+def test_plain_run_covers_ordinary_events_and_stops_before_notable_ones() -> None:
+    region = C1 + C2 + FIN + USAGE + DONE_EV
+    # an escaped "usage" inside content is not a key: the run goes on through C2 and FIN
+    assert plain_run(region, 0) == len(C1 + C2 + FIN)
+    assert plain_run(region, len(C1)) == len(C1 + C2 + FIN)
+    assert plain_run(region, len(C1 + C2 + FIN)) == len(C1 + C2 + FIN)  # usage: none
+    assert plain_run(C1 + C2 + DONE_EV, 0) == len(C1 + C2)
+    assert plain_run(C1 + C2, 0) == len(C1 + C2)
+    assert plain_run(DONE_EV, 0) == 0
+    assert plain_run(b"", 0) == 0
+
+
+def test_plain_run_refuses_anything_but_one_line_data_events() -> None:
+    for odd in (
+        b": keep-alive\n\n",  # a comment
+        b"event: message\n" + C1,  # a named event
+        b"data: {\n" + b'data: "a": 1}\n\n',  # multi-line data
+        b'data:{"a":1}\n\n',  # no space after the colon
+        b"\n\n",  # an empty event
+    ):
+        assert plain_run(C1 + odd + C2, 0) == 0, odd
+        assert plain_run(odd + C1, 0) == 0, odd
+    assert plain_run(b'data: {"error":{"message":"x"}}\n\n', 0) == 0
+    assert plain_run(C1 + b'data: {"error":{"message":"x"}}\n\n', 0) == len(C1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([C1, C2, FIN, USAGE, DONE_EV, b": c\n\n"]), max_size=8))
+def test_plain_run_never_swallows_a_notable_or_odd_event(parts: list[bytes]) -> None:
+    region = b"".join(parts)
+    end = plain_run(region, 0)
+    covered = region[:end]
+    # what the run covers is exactly a prefix of whole ordinary events
+    n = 0
+    taken = b""
+    while taken != covered:
+        assert parts[n] in (C1, C2, FIN), parts
+        taken += parts[n]
+        n += 1
+    # without odd events it stops only where the next event is notable (or at the end); an odd
+    # one anywhere may cost the whole run (it is then read event by event)
+    if b": c\n\n" not in parts:
+        assert n == len(parts) or parts[n] not in (C1, C2, FIN)
