@@ -23,6 +23,7 @@ import orjson
 from aiohttp import web
 
 from . import events as ev
+from .deadlines import Deadline, Deadlines
 from .errors import ProxyError, error_body, sse_error_event
 from .overflow import parse_error
 from .sse import DONE, SSEParser, comment, frame, parse_block, plain_run
@@ -201,6 +202,7 @@ class Pipeline:
     def __init__(self, layer: Layer, on_attempt: Callable[[Job, str], None] | None = None) -> None:
         self.layer = layer
         self.on_attempt = on_attempt or (lambda job, status: None)
+        self.deadlines = Deadlines()  # every request's timeouts, swept together
 
     async def run(self, request: web.Request, job: Job) -> web.StreamResponse:
         """Answer one client request; always returns a response (or a finished stream)."""
@@ -321,7 +323,8 @@ class Pipeline:
     async def _whole_attempt(self, job: Job) -> web.StreamResponse:
         limit = job.upstream.config.request_timeout
         try:
-            async with asyncio.timeout(limit if limit > 0 else None):
+            loop = asyncio.get_running_loop()
+            async with self.deadlines.at(loop.time() + limit if limit > 0 else None):
                 resp = await self._open(job)
                 await self._check_status(job, resp)
                 t0 = time.perf_counter()
@@ -387,7 +390,7 @@ class Pipeline:
         pending: list[bytes] = []  # events held for the final write
         resp: aiohttp.ClientResponse | None = None
         deadline = loop.time() + first if first > 0 else None
-        watchdog = asyncio.timeout_at(deadline)
+        watchdog = self.deadlines.at(deadline)
         job.content_started = False  # per attempt: a retry gets its own first-token limit
         try:
             async with watchdog:
@@ -594,7 +597,7 @@ class Pipeline:
         job: Job,
         client: web.StreamResponse | None,
         resp: aiohttp.ClientResponse,
-        watchdog: asyncio.Timeout,
+        watchdog: Deadline,
     ) -> web.StreamResponse:
         """The server ignored `stream: true` and answered whole: stream that answer ourselves."""
         raw = await resp.read()
@@ -775,7 +778,7 @@ class Pipeline:
         cfg = job.upstream.config
         loop = asyncio.get_running_loop()
         limit = cfg.effective_first_token_timeout if job.stream else cfg.request_timeout
-        timer = asyncio.timeout_at(loop.time() + limit if limit > 0 else None)
+        timer = self.deadlines.at(loop.time() + limit if limit > 0 else None)
         client: web.StreamResponse | None = None
         resp: aiohttp.ClientResponse | None = None
         status, ctype = 502, "application/json"
