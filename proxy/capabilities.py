@@ -93,6 +93,12 @@ class EndpointLatches:
         return not self.models and not self.held()
 
 
+# What `view` answers for an endpoint or model with no latches: shared (read-only by `view`'s
+# contract) rather than built on every request.
+_NO_ENDPOINT = EndpointLatches()
+_NO_MODEL = ModelLatches()
+
+
 class LatchStore:
     """Every latch, keyed by endpoint id and then by model name as sent upstream."""
 
@@ -109,8 +115,8 @@ class LatchStore:
         """
         endpoint = self._endpoints.get(eid)
         if endpoint is None:
-            return EndpointLatches(), ModelLatches()
-        return endpoint, endpoint.models.get(model) or ModelLatches()
+            return _NO_ENDPOINT, _NO_MODEL
+        return endpoint, endpoint.models.get(model) or _NO_MODEL
 
     def held(self) -> dict[tuple[str, str], int]:
         """(upstream name, or the endpoint id when unnamed, capability) -> latches held."""

@@ -99,8 +99,9 @@ class AgentLayer:
         up = job.upstream
         if not up.kind_detected:
             await up.detect_kind()
-        if self.schema_mode(up) == "passthrough":
-            problem = _contradiction(job.body)
+        body = job.body
+        if ("tools" in body or "response_format" in body) and self.schema_mode(up) == "passthrough":
+            problem = _contradiction(body)
             if problem is not None:
                 return problem
         try:
@@ -160,8 +161,12 @@ class AgentLayer:
         if built.structured_in_words and not job.state.get("in_words"):
             job.state["in_words"] = True
             job.events.emit(ev.STRUCTURED_IN_WORDS, "")  # build_body's notice says it
+        body = built.body
+        if "tools" not in body and "response_format" not in body:
+            # No schema anywhere (most requests): nothing for the schema step to look at.
+            return body, _encode(job.raw, job.body, body)
         result = apply_to_request(
-            built.body, mode=self.schema_mode(up), relaxed=not endpoint.strict_schemas
+            body, mode=self.schema_mode(up), relaxed=not endpoint.strict_schemas
         )
         if result.relaxed and not job.state.get("relaxed"):
             job.state["relaxed"] = True
@@ -172,10 +177,7 @@ class AgentLayer:
             )
         for notice in result.notices:
             job.events.emit(ev.SCHEMA_FIXED, notice)
-        body = result.body
-        if body is job.body:
-            return body, job.raw
-        return body, orjson.dumps(body)
+        return result.body, _encode(job.raw, job.body, result.body)
 
     # -- after an error ---------------------------------------------------------------------
     def on_error(self, job: Job, status: int, headers: Any, raw: bytes) -> Decision:
@@ -329,7 +331,8 @@ class AgentLayer:
 
     def whole(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | None:
         changed: dict[str, Any] | None = None
-        if job.state.get("in_words"):
+        state = job.state
+        if state and state.get("in_words"):
             changed = _json_from_words(body)
         tools = self._tools(job)
         if tools is None and not _has_tool_calls(body):
@@ -454,14 +457,37 @@ class JsonInWordsStream:
         return out
 
 
+def _encode(raw: bytes, client: dict[str, Any], body: dict[str, Any]) -> bytes:
+    """The bytes of `body`, built from the client's own `raw` bytes when possible.
+
+    Unchanged: `raw` itself. Changed only by one key added at the end (a stream asked for its
+    usage report, the common case for streams): `raw` with that key spliced in before its closing
+    brace. An agent's request is often hundreds of KB of conversation; re-serialising it for one
+    small key would cost more than everything else latchgate does to the request.
+    """
+    if body is client:
+        return raw
+    if len(body) == len(client) + 1:
+        last = next(reversed(body))
+        end = raw.rstrip()
+        if (
+            last not in client
+            and end.endswith(b"}")
+            and all(body.get(key, body) is value for key, value in client.items())
+        ):
+            return b"%s,%s:%s}" % (end[:-1], orjson.dumps(last), orjson.dumps(body[last]))
+    return orjson.dumps(body)
+
+
 def _has_tool_calls(body: dict[str, Any]) -> bool:
     choices = body.get("choices")
-    return isinstance(choices, list) and any(
-        isinstance(c, dict)
-        and isinstance(c.get("message"), dict)
-        and c["message"].get("tool_calls")
-        for c in choices
-    )
+    if type(choices) is not list:
+        return False
+    for choice in choices:  # a loop, not any(<genexpr>): this runs on every whole answer
+        message = choice.get("message") if type(choice) is dict else None
+        if type(message) is dict and message.get("tool_calls"):
+            return True
+    return False
 
 
 def _json_from_words(body: dict[str, Any]) -> dict[str, Any] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,11 +16,18 @@ MSGS = [{"role": "user", "content": "hi"}]
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
 
 
-def build(client: dict[str, Any], endpoint: EndpointLatches | None = None,
-          model: ModelLatches | None = None) -> BuiltBody:
+def build(
+    client: dict[str, Any],
+    endpoint: EndpointLatches | None = None,
+    model: ModelLatches | None = None,
+) -> BuiltBody:
     before = copy.deepcopy(client)
-    built = build_body(client, endpoint or EndpointLatches(upstream="local"),
-                       model or ModelLatches(), droppable=DEFAULT_DROPPABLE)
+    built = build_body(
+        client,
+        endpoint or EndpointLatches(upstream="local"),
+        model or ModelLatches(),
+        droppable=DEFAULT_DROPPABLE,
+    )
     assert client == before  # never mutated
     return built
 
@@ -29,7 +37,11 @@ def test_nothing_to_change_returns_same_object() -> None:
     built = build(client)
     assert built.body is client
     assert (built.changed, built.dropped, built.notices, built.structured_in_words) == (
-        False, (), [], False)
+        False,
+        (),
+        [],
+        False,
+    )
 
 
 def test_max_completion_tokens_goes_out_as_max_tokens_in_place() -> None:
@@ -115,12 +127,18 @@ def test_stream_asks_for_usage_and_keeps_client_options() -> None:
     client = {"model": "m", "stream": True, "stream_options": {"x": 1}, "messages": MSGS}
     built = build(client)
     assert list(built.body.items()) == [
-        ("model", "m"), ("stream", True), ("stream_options", {"x": 1, "include_usage": True}),
-        ("messages", MSGS)]
+        ("model", "m"),
+        ("stream", True),
+        ("stream_options", {"x": 1, "include_usage": True}),
+        ("messages", MSGS),
+    ]
     assert built.notices == []
     client = {"model": "m", "stream": True}
-    assert build(client).body == {"model": "m", "stream": True,
-                                  "stream_options": {"include_usage": True}}
+    assert build(client).body == {
+        "model": "m",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
 
 
 def test_stream_with_usage_already_asked_is_unchanged() -> None:
@@ -151,15 +169,14 @@ def test_refused_fields_dropped_with_one_notice() -> None:
     built = build(client, model=latches)
     assert built.body == {"model": "m", "messages": MSGS, "seed": 1}
     assert built.dropped == ("top_k", "min_p")
-    assert built.notices == [
-        "Model m on local refused top_k, min_p, so latchgate removed them."
-    ]
+    assert built.notices == ["Model m on local refused top_k, min_p, so latchgate removed them."]
 
 
 def test_refused_field_no_longer_droppable_is_kept() -> None:
     client = {"model": "m", "top_k": 3}
-    built = build_body(client, EndpointLatches(), ModelLatches(refused_fields={"top_k"}),
-                       droppable=frozenset())
+    built = build_body(
+        client, EndpointLatches(), ModelLatches(refused_fields={"top_k"}), droppable=frozenset()
+    )
     assert built.body is client
 
 
@@ -190,19 +207,37 @@ def test_client_wants_usage() -> None:
 
 
 _values = st.one_of(st.integers(), st.text(max_size=5), st.booleans(), st.none())
-_keys = st.sampled_from(["model", "messages", "top_k", "min_p", "temperature", "max_tokens",
-                         "max_completion_tokens", "reasoning_effort", "stream", "stream_options",
-                         "seed", "x"])
+_keys = st.sampled_from(
+    [
+        "model",
+        "messages",
+        "top_k",
+        "min_p",
+        "temperature",
+        "max_tokens",
+        "max_completion_tokens",
+        "reasoning_effort",
+        "stream",
+        "stream_options",
+        "seed",
+        "x",
+    ]
+)
 
 
 @settings(max_examples=150, deadline=None)
-@given(client=st.dictionaries(_keys, _values, max_size=8),
-       legacy=st.booleans(), temp=st.booleans(), usage=st.booleans())
+@given(
+    client=st.dictionaries(_keys, _values, max_size=8),
+    legacy=st.booleans(),
+    temp=st.booleans(),
+    usage=st.booleans(),
+)
 def test_property_never_mutates_and_keeps_untouched_keys_in_order(
     client: dict[str, Any], legacy: bool, temp: bool, usage: bool
 ) -> None:
-    model = ModelLatches(legacy_token_limit=legacy, chosen_temperature=temp,
-                         refused_fields={"top_k"})
+    model = ModelLatches(
+        legacy_token_limit=legacy, chosen_temperature=temp, refused_fields={"top_k"}
+    )
     built = build(client, endpoint=EndpointLatches(usage_in_stream=usage), model=model)
     assert built.changed is (built.body is not client)
     untouched = [k for k in client if k in ("model", "messages", "min_p", "seed", "x")]
@@ -213,7 +248,34 @@ def test_property_never_mutates_and_keeps_untouched_keys_in_order(
 
 def test_structured_output_schema_goes_through_the_sanitiser() -> None:
     rf = {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": ["string"]}}}
-    built = build_body({"messages": [], "response_format": rf}, EndpointLatches(),
-                       ModelLatches(structured_output=False),
-                       sanitise=lambda schema: {"type": "string"})
+    built = build_body(
+        {"messages": [], "response_format": rf},
+        EndpointLatches(),
+        ModelLatches(structured_output=False),
+        sanitise=lambda schema: {"type": "string"},
+    )
     assert built.body["messages"][0]["content"].endswith('JSON schema: {"type":"string"}')
+
+
+# -- the body's bytes: the client's own whenever possible ---------------------------------------
+
+
+def test_encode_reuses_the_client_s_bytes() -> None:
+    from proxy.layer import _encode
+
+    raw = b'{"model": "m",\n "messages": [], "temperature": 0.50}  \n'
+    client = orjson.loads(raw)
+    assert _encode(raw, client, client) is raw
+    # one key added at the end: spliced into the client's bytes
+    added = {**client, "stream_options": {"include_usage": True}}
+    out = _encode(raw, client, added)
+    assert out == raw.rstrip()[:-1] + b',"stream_options":{"include_usage":true}}'
+    assert orjson.loads(out) == added
+    # anything else changed: serialised afresh
+    for other in (
+        {**client, "temperature": 0.7, "x": 1},  # a value changed as well
+        {k: v for k, v in client.items() if k != "temperature"} | {"x": 1, "y": 2},
+        {"x": 1, **client},  # the new key is not last
+        {**client, "messages": [], "x": 1},  # an equal but different object
+    ):
+        assert _encode(raw, client, other) == orjson.dumps(other)

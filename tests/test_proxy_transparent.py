@@ -140,6 +140,27 @@ async def test_unchanged_request_is_forwarded_byte_for_byte(
     assert fake.requests[-1].raw == raw
 
 
+async def test_streamed_request_keeps_the_client_s_bytes_and_adds_only_stream_options(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    # Odd spacing and a number form orjson would write differently: re-serialising would show.
+    raw = (
+        b'{"model":"fake-model",  "messages":[{"role":"user","content":"Hi"}], '
+        b'"zz":1.50, "stream":true} \n'
+    )
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            lg.base_url + "/chat/completions",
+            data=raw,
+            headers={"Content-Type": "application/json"},
+        ) as r,
+    ):
+        assert r.status == 200
+        await r.read()
+    assert fake.requests[-1].raw == raw.rstrip()[:-1] + b',"stream_options":{"include_usage":true}}'
+
+
 RESPONSES: list[tuple[str, dict[str, Any]]] = [
     (
         "reasoning and timings",
