@@ -266,11 +266,14 @@ async def _read_json(request: web.Request) -> tuple[bytes, dict[str, Any]]:
             "plain or gzip-encoded JSON.",
             code="invalid_body",
         ) from None
-    if not raw.strip():
-        raise ProxyError(400, "The request body is empty; send a JSON object.", code="invalid_json")
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        # Checked only on failure: stripping a large body to test it would copy it every time.
+        if not raw.strip():
+            raise ProxyError(
+                400, "The request body is empty; send a JSON object.", code="invalid_json"
+            ) from None
         raise ProxyError(
             400,
             f"The request body is not valid UTF-8 JSON ({exc}). Send a JSON object.",

@@ -102,6 +102,8 @@ class Layer(Protocol):
 
     def whole(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | None: ...
 
+    def may_change_whole(self, job: Job, raw: bytes) -> bool: ...
+
     def stream_processor(self, job: Job) -> StreamProcessor | None: ...
 
     def on_usage(self, job: Job, usage: dict[str, Any]) -> None: ...
@@ -344,11 +346,22 @@ class Pipeline:
         ctype = resp.headers.get("Content-Type", "application/json")
         job.status = resp.status
         if job.route == "chat" and "json" in ctype:
-            parsed = _loads(raw)
-            if isinstance(parsed, dict):
-                changed = self._whole_body(job, parsed)
-                if changed is not None:
-                    raw = orjson.dumps(changed)
+            skimmed = None if self.layer.may_change_whole(job, raw) else skim_usage(raw)
+            if skimmed is not None:
+                # Nothing in this answer can change: it goes out as it came, and only its usage
+                # is read (a long answer is not parsed just to count its tokens).
+                usage, cache_n = skimmed
+                if cache_n is not None:
+                    job.state["cache_n"] = cache_n
+                if usage is not None:
+                    job.usage = usage
+                    self.layer.on_usage(job, usage)
+            else:
+                parsed = _loads(raw)
+                if isinstance(parsed, dict):
+                    changed = self._whole_body(job, parsed)
+                    if changed is not None:
+                        raw = orjson.dumps(changed)
         out = web.Response(status=resp.status, body=raw)
         out.headers["Content-Type"] = ctype
         _apply_headers(out, response_headers(job))
@@ -858,6 +871,35 @@ def _chunk_has_content(chunk: dict[str, Any]) -> bool:
     return isinstance(choices, list) and any(
         isinstance(c, dict) and _has_content(c.get("delta")) for c in choices
     )
+
+
+# A usage object of numbers, nested at most one level (OpenAI's *_tokens_details): no strings, so
+# a brace cannot hide inside one. Quotes inside JSON strings are escaped, so `"usage"` followed by
+# a colon is only ever a key.
+_USAGE = re.compile(rb'"usage"\s*:\s*(\{(?:[^{}"]|"[A-Za-z_]+"|\{(?:[^{}"]|"[A-Za-z_]+")*\})*\})')
+_CACHE_N = re.compile(rb'"cache_n"\s*:\s*(\d+)\s*[,}]')
+
+
+def skim_usage(raw: bytes) -> tuple[dict[str, Any] | None, int | None] | None:
+    """A whole answer's usage report and llama.cpp's `timings.cache_n`, read without parsing
+    the answer; None when the bytes are not plain enough to be sure (then parse it whole)."""
+    if raw.count(b'"usage"') > 1 or raw.count(b'"cache_n"') > 1:
+        return None  # a nested key of the same name somewhere: only a parse can tell
+    usage: dict[str, Any] | None = None
+    if b'"usage"' in raw:
+        found = _USAGE.search(raw)
+        if found is None:
+            return None
+        usage = _loads(found.group(1))
+        if not isinstance(usage, dict):
+            return None
+    cache_n = None
+    if b'"cache_n"' in raw:
+        match = _CACHE_N.search(raw)
+        if match is None:
+            return None
+        cache_n = int(match.group(1))
+    return usage, cache_n
 
 
 def _note_cache(job: Job, body: dict[str, Any]) -> None:

@@ -31,12 +31,19 @@ FORWARD_RESPONSE_HEADERS = (
     "x-should-retry",
 )
 FORWARD_RESPONSE_PREFIXES = ("x-ratelimit-",)
+_FORWARD_INITIALS = frozenset(
+    c
+    for name in FORWARD_RESPONSE_HEADERS + FORWARD_RESPONSE_PREFIXES
+    for c in (name[0], name[0].upper())
+)
 
 
 def forwardable_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """The subset of an upstream's response headers that the client should see."""
     out: dict[str, str] = {}
     for name, value in headers.items():
+        if name[0] not in _FORWARD_INITIALS:
+            continue  # Date, Server, Content-*, Connection...: not lower-cased to be refused
         low = name.lower()
         if low in FORWARD_RESPONSE_HEADERS or low.startswith(FORWARD_RESPONSE_PREFIXES):
             out[low] = value
@@ -60,6 +67,16 @@ class Upstream:
         self.last_probe_error: str | None = None
         self.listing: list[dict[str, Any]] = []
         self.listing_at: float = 0.0
+        self._static_headers = self._build_headers()
+
+    def _build_headers(self) -> dict[str, str]:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
+        if self.config.api_key:
+            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        return headers
 
     @property
     def session(self) -> ClientSession:
@@ -89,17 +106,15 @@ class Upstream:
     def headers(
         self, client_auth: str | None, extra: Mapping[str, str] | None = None
     ) -> dict[str, str]:
-        """Request headers for this upstream: its own key, or the client's only when configured."""
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-        }
-        if self.config.api_key:
-            headers["Authorization"] = f"Bearer {self.config.api_key}"
-        elif self.config.forward_client_auth and client_auth:
-            headers["Authorization"] = client_auth
+        """Request headers for this upstream: its own key, or the client's only when configured.
+
+        Usually the same dict every time (built once): callers must not change it.
+        """
+        headers = self._static_headers
+        if self.config.forward_client_auth and client_auth and not self.config.api_key:
+            headers = {**headers, "Authorization": client_auth}
         if extra:
-            headers.update(extra)
+            headers = {**headers, **extra}
         return headers
 
     def url(self, path: str) -> str:
