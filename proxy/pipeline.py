@@ -194,6 +194,17 @@ def upstream_error_body(status: int, raw: bytes) -> bytes:
     return orjson.dumps(error_body(status, message, type=None, code=str(status)))
 
 
+class _Relayed(web.StreamResponse):
+    """The client's streamed response. Its headers go out with its first bytes (one send, not
+    two): latchgate prepares it only when it has something to write at once.
+
+    (`_send_headers_immediately` is aiohttp's own switch, off for its whole `Response`; should
+    a future aiohttp drop it, headers are merely sent on their own again.)
+    """
+
+    _send_headers_immediately = False
+
+
 class _ClientGone(Exception):
     """A write to the client failed: it went away. Handled like a disconnect."""
 
@@ -376,7 +387,7 @@ class Pipeline:
         return self.layer.whole(job, parsed)
 
     async def _prepare_client(self, request: web.Request, job: Job) -> web.StreamResponse:
-        client = web.StreamResponse(status=200)
+        client = _Relayed(status=200)
         client.headers["Content-Type"] = "text/event-stream; charset=utf-8"
         client.headers["Cache-Control"] = "no-cache"
         client.headers["X-Accel-Buffering"] = "no"
@@ -802,7 +813,7 @@ class Pipeline:
                 status, ctype = resp.status, resp.headers.get("Content-Type", ctype)
                 async for chunk in resp.content.iter_any():
                     if client is None:  # opened at the first bytes, so a silent try is retried
-                        client = web.StreamResponse(status=status)
+                        client = _Relayed(status=status)
                         client.headers["Content-Type"] = ctype
                         _apply_headers(client, response_headers(job))
                         await client.prepare(request)

@@ -181,6 +181,8 @@ class WindowDiscovery:
 
     def configured(self, model: str) -> int | None:
         """The configured window for `model`: its exact name first, then the first glob matching."""
+        if not self._configured:
+            return None
         if model in self._configured:
             return self._configured[model]
         return next(
