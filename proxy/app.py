@@ -362,16 +362,17 @@ def _finished(proxy: Proxy, job: Job) -> None:
     tokens = _token_counts(job.usage, job.state.get("cache_n"))
     if tokens:
         proxy.metrics.tokens(upstream=name, model=model, **tokens)
-    logs.request_line(
-        job.events,
-        status=status,
-        duration=duration,
-        attempts=job.attempts,
-        route=job.route,
-        stream=job.stream,
-        tokens=tokens,
-        **_error_field(proxy, job, status),
-    )
+    if logs.wanted(status, job.events):
+        logs.request_line(
+            job.events,
+            status=status,
+            duration=duration,
+            attempts=job.attempts,
+            route=job.route,
+            stream=job.stream,
+            tokens=tokens,
+            **_error_field(proxy, job, status),
+        )
 
 
 def _error_field(proxy: Proxy, job: Job, status: int) -> dict[str, str]:

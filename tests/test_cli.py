@@ -227,3 +227,26 @@ def test_latches_commands_round_trip(tmp_path: Path) -> None:
     gone.merge_snapshot(orjson.loads((tmp_path / "state.json").read_bytes()))
     assert gone.describe() == []
     assert main(["latches", "--config", str(config), "reset", "--upstream", "nope"]) == 2
+
+
+def test_serving_sets_the_collector_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from proxy import server
+    from proxy.config import Settings
+
+    ran: list[object] = []
+
+    def fake_run(coro: object) -> None:
+        ran.append(coro)
+        coro.close()  # type: ignore[attr-defined]
+
+    before = gc.get_threshold()
+    monkeypatch.setattr(server.asyncio, "run", fake_run)
+    monkeypatch.setattr(server, "_loop_factory", lambda: None)
+    try:
+        server.run(Settings(upstreams=[]))
+        assert gc.get_threshold() == server.GC_THRESHOLDS
+        assert len(ran) == 1
+    finally:
+        gc.set_threshold(*before)
