@@ -720,20 +720,23 @@ class Pipeline:
             # Before any answer (older llama.cpp reports overflows this way) it is judged like
             # an HTTP error: mapped, latched or retried. After, it ends the stream.
             raise _ErrorEvent(data, _event_status(chunk))
-        finished = False
+        finished = has = False
         choices = chunk.get("choices")
         if isinstance(choices, list):
             for choice in choices:
                 if isinstance(choice, dict):
                     if choice.get("finish_reason"):
                         finished = True
-                    if not job.content_started and _has_content(choice.get("delta")):
-                        job.content_started = True  # the upstream is answering: idle timer now
+                    has = has or _has_content(choice.get("delta"))
+        if has:
+            job.content_started = True  # the upstream is answering: the idle timer from now
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             job.usage = usage
             _note_cache(job, chunk)
             self.layer.on_usage(job, usage)
+        elif processor is None and usage is None:
+            return frame(data), finished, has  # the common case: relayed as it came
         outs = [chunk] if processor is None else processor.feed(chunk)
         parts: list[bytes] = []
         carries = False
