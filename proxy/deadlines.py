@@ -32,7 +32,7 @@ class Deadlines:
         self._sweeper: asyncio.Task[None] | None = None
 
     def at(self, when: float | None) -> Deadline:
-        """A deadline at loop time `when` (None: not armed), used as `async with`."""
+        """A deadline at loop time `when` (None: not armed), used as `with` inside a task."""
         return Deadline(self, when)
 
     def _arm(self, deadline: Deadline, when: float) -> None:
@@ -93,7 +93,9 @@ class Deadline:
         if self._task is not None:
             self._task.cancel()
 
-    async def __aenter__(self) -> Deadline:
+    # A plain (not async) context manager: arming and disarming never wait, and `with` costs
+    # no coroutine objects, unlike `async with`.
+    def __enter__(self) -> Deadline:
         task = asyncio.current_task()
         if task is None:
             raise RuntimeError("a Deadline must be used inside a task")
@@ -103,7 +105,7 @@ class Deadline:
             self._owner._arm(self, self._when)
         return self
 
-    async def __aexit__(
+    def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,

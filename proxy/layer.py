@@ -104,10 +104,13 @@ class AgentLayer:
             problem = _contradiction(body)
             if problem is not None:
                 return problem
-        try:
-            window = await self.windows(up).window(job.events.model)
-        except (TimeoutError, aiohttp.ClientError, OSError):
-            window = None  # the probe failed: it is asked again next time; no check this time
+        windows = self.windows(up)
+        known, window = windows.settled(job.events.model)  # the usual case: no await at all
+        if not known:
+            try:
+                window = await windows.window(job.events.model)
+            except (TimeoutError, aiohttp.ClientError, OSError):
+                window = None  # the probe failed: asked again next time; no check this time
         if window is None:
             return None
         # Estimated (and later calibrated) only where a window makes it matter.

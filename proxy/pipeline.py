@@ -337,7 +337,7 @@ class Pipeline:
         limit = job.upstream.config.request_timeout
         try:
             loop = asyncio.get_running_loop()
-            async with self.deadlines.at(loop.time() + limit if limit > 0 else None):
+            with self.deadlines.at(loop.time() + limit if limit > 0 else None):
                 resp = await self._open(job)
                 await self._check_status(job, resp)
                 t0 = time.perf_counter()
@@ -417,7 +417,7 @@ class Pipeline:
         watchdog = self.deadlines.at(deadline)
         job.content_started = False  # per attempt: a retry gets its own first-token limit
         try:
-            async with watchdog:
+            with watchdog:
                 resp = await self._open(job)
                 await self._check_status(job, resp)
                 if "event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
@@ -810,7 +810,7 @@ class Pipeline:
         resp: aiohttp.ClientResponse | None = None
         status, ctype = 502, "application/json"
         try:
-            async with timer:
+            with timer:
                 resp = await self._open(job)
                 await self._check_status(job, resp)
                 status, ctype = resp.status, resp.headers.get("Content-Type", ctype)

@@ -200,14 +200,20 @@ class WindowDiscovery:
         self._found.pop(model, None)
         self._unknown_until.pop(model, None)
 
+    def settled(self, model: str) -> tuple[bool, int | None]:
+        """(True, the window) when it is known without asking anyone, (True, None) while the
+        model is known to have none, else (False, None): then `window` must be awaited."""
+        if (configured := self.configured(model)) is not None:
+            return True, configured
+        if model in self._found:
+            return True, self._found[model]
+        return self._unknown_until.get(model, -1.0) > self._clock(), None
+
     async def window(self, model: str) -> int | None:
         """The model's window, or None when no source knows it (then no pre-flight check)."""
-        if (configured := self.configured(model)) is not None:
-            return configured
-        if model in self._found:
-            return self._found[model]
-        if self._unknown_until.get(model, -1.0) > self._clock():
-            return None
+        known, window = self.settled(model)
+        if known:
+            return window
         task = self._inflight.get(model)
         if task is None:
             task = asyncio.ensure_future(self._discover(model))

@@ -13,9 +13,8 @@ async def test_an_overdue_block_raises_timeout_within_a_tick() -> None:
     dl = Deadlines(tick=0.02)
     loop = asyncio.get_running_loop()
     t0 = loop.time()
-    with pytest.raises(TimeoutError):
-        async with dl.at(t0 + 0.1) as d:
-            await asyncio.sleep(5)
+    with pytest.raises(TimeoutError), dl.at(t0 + 0.1) as d:
+        await asyncio.sleep(5)
     assert d.expired()
     assert 0.1 <= loop.time() - t0 < 0.1 + 0.02 + 0.1  # one tick late at most, plus scheduling
     assert len(dl) == 0
@@ -24,7 +23,7 @@ async def test_an_overdue_block_raises_timeout_within_a_tick() -> None:
 async def test_a_block_that_finishes_in_time_is_left_alone() -> None:
     dl = Deadlines(tick=0.01)
     loop = asyncio.get_running_loop()
-    async with dl.at(loop.time() + 0.2) as d:
+    with dl.at(loop.time() + 0.2) as d:
         await asyncio.sleep(0.02)
     assert not d.expired()
     assert len(dl) == 0
@@ -35,16 +34,15 @@ async def test_a_block_that_finishes_in_time_is_left_alone() -> None:
 async def test_reschedule_moves_and_none_disarms() -> None:
     dl = Deadlines(tick=0.01)
     loop = asyncio.get_running_loop()
-    async with dl.at(loop.time() + 0.05) as d:
+    with dl.at(loop.time() + 0.05) as d:
         d.reschedule(None)
         await asyncio.sleep(0.1)  # past the first deadline: disarmed, nothing happens
         d.reschedule(loop.time() + 0.2)
         await asyncio.sleep(0.05)
     assert not d.expired()
-    with pytest.raises(TimeoutError):
-        async with dl.at(None) as d:
-            d.reschedule(loop.time() + 0.03)  # armed from inside the block
-            await asyncio.sleep(1)
+    with pytest.raises(TimeoutError), dl.at(None) as d:
+        d.reschedule(loop.time() + 0.03)  # armed from inside the block
+        await asyncio.sleep(1)
 
 
 async def test_someone_else_s_cancel_stays_a_cancel() -> None:
@@ -52,7 +50,7 @@ async def test_someone_else_s_cancel_stays_a_cancel() -> None:
     loop = asyncio.get_running_loop()
 
     async def guarded() -> None:
-        async with dl.at(loop.time() + 10):
+        with dl.at(loop.time() + 10):
             await asyncio.sleep(10)
 
     task = asyncio.ensure_future(guarded())
@@ -66,9 +64,8 @@ async def test_someone_else_s_cancel_stays_a_cancel() -> None:
 async def test_other_errors_pass_through_and_the_sweeper_stops_when_idle() -> None:
     dl = Deadlines(tick=0.01)
     loop = asyncio.get_running_loop()
-    with pytest.raises(KeyError):
-        async with dl.at(loop.time() + 10):
-            raise KeyError("x")
+    with pytest.raises(KeyError), dl.at(loop.time() + 10):
+        raise KeyError("x")
     await asyncio.sleep(0.05)
     assert dl._sweeper is None  # nothing armed: no task wakes up
 
@@ -79,7 +76,7 @@ async def test_many_blocks_share_one_sweep_and_each_fires_on_its_own() -> None:
 
     async def wait(limit: float, work: float) -> str:
         try:
-            async with dl.at(loop.time() + limit):
+            with dl.at(loop.time() + limit):
                 await asyncio.sleep(work)
         except TimeoutError:
             return "timeout"
