@@ -9,6 +9,7 @@ reaches the output with an API key or an Authorization header in it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import sys
@@ -58,6 +59,7 @@ _TEXT_PATTERNS = (
 )
 
 
+@functools.lru_cache(maxsize=4096)  # names repeat on every line; bounded, as names may vary
 def is_secret_name(name: str) -> bool:
     """Whether a field or header called `name` holds a credential (token counts do not)."""
     n = name.lower().replace("-", "_")
@@ -76,11 +78,19 @@ def redact_text(text: str) -> str:
     return text
 
 
+# Most values on a line are numbers: answered before any isinstance (the Mapping check is an ABC
+# check, slow enough to show on every request's line).
+_NOTHING_TO_HIDE = frozenset({int, float, bool, type(None)})
+
+
 def redact(value: Any) -> Any:
     """A copy of `value` with every secret masked: by key name in mappings, by pattern in text."""
+    kind = type(value)
+    if kind in _NOTHING_TO_HIDE:
+        return value
     if isinstance(value, str):
         return redact_text(value)
-    if isinstance(value, Mapping):
+    if kind is dict or isinstance(value, Mapping):
         return {
             k: REDACTED if isinstance(k, str) and is_secret_name(k) else redact(v)
             for k, v in value.items()
