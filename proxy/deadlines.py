@@ -30,6 +30,20 @@ class Deadlines:
         self.tick = tick
         self._armed: dict[Deadline, float] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The running event loop, remembered.
+
+        On Python 3.11, `asyncio.get_running_loop()` makes a `getpid()` system call every time
+        (its fork check; 3.12 dropped it): two of those per request measured as much as some
+        features. Only one loop runs in a thread at a time, so a remembered loop that is running
+        is the running one.
+        """
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
 
     def at(self, when: float | None) -> Deadline:
         """A deadline at loop time `when` (None: not armed), used as `with` inside a task."""
@@ -38,7 +52,7 @@ class Deadlines:
     def _arm(self, deadline: Deadline, when: float) -> None:
         self._armed[deadline] = when
         if self._sweeper is None:
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+            self._sweeper = self.loop().create_task(self._sweep())
 
     def _disarm(self, deadline: Deadline) -> None:
         self._armed.pop(deadline, None)
@@ -96,7 +110,7 @@ class Deadline:
     # A plain (not async) context manager: arming and disarming never wait, and `with` costs
     # no coroutine objects, unlike `async with`.
     def __enter__(self) -> Deadline:
-        task = asyncio.current_task()
+        task = asyncio.current_task(self._owner.loop())  # given the loop: no getpid() call
         if task is None:
             raise RuntimeError("a Deadline must be used inside a task")
         self._task = task

@@ -336,7 +336,7 @@ class Pipeline:
     async def _whole_attempt(self, job: Job) -> web.StreamResponse:
         limit = job.upstream.config.request_timeout
         try:
-            loop = asyncio.get_running_loop()
+            loop = self.deadlines.loop()
             with self.deadlines.at(loop.time() + limit if limit > 0 else None):
                 resp = await self._open(job)
                 await self._check_status(job, resp)
@@ -404,7 +404,7 @@ class Pipeline:
         self, request: web.Request, job: Job, client: web.StreamResponse | None
     ) -> web.StreamResponse:
         cfg = job.upstream.config
-        loop = asyncio.get_running_loop()
+        loop = self.deadlines.loop()
         first = cfg.effective_first_token_timeout
         idle = cfg.idle_timeout
         processor: StreamProcessor | None = None
@@ -803,7 +803,7 @@ class Pipeline:
         """One attempt of a plain relay. Whole requests get `request_timeout`; streams get the
         first-token and idle watchdog, on the bytes as they come."""
         cfg = job.upstream.config
-        loop = asyncio.get_running_loop()
+        loop = self.deadlines.loop()
         limit = cfg.effective_first_token_timeout if job.stream else cfg.request_timeout
         timer = self.deadlines.at(loop.time() + limit if limit > 0 else None)
         client: web.StreamResponse | None = None

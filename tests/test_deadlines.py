@@ -84,3 +84,18 @@ async def test_many_blocks_share_one_sweep_and_each_fires_on_its_own() -> None:
 
     got = await asyncio.gather(*(wait(0.05, 0.2 if i % 2 else 0.01) for i in range(40)))
     assert got == ["timeout" if i % 2 else "done" for i in range(40)]
+
+
+def test_the_remembered_loop_follows_a_new_running_loop() -> None:
+    dl = Deadlines(tick=0.01)
+
+    async def use() -> asyncio.AbstractEventLoop:
+        loop = dl.loop()
+        assert loop is asyncio.get_running_loop()
+        with pytest.raises(TimeoutError), dl.at(loop.time() + 0.02):
+            await asyncio.sleep(1)
+        return loop
+
+    first = asyncio.run(use())
+    second = asyncio.run(use())  # a new loop (as after a restart in tests): not the closed one
+    assert first is not second
