@@ -122,15 +122,12 @@ def plain_run(region: bytes, start: int) -> int:
         stop = region.rfind(b"\n\n", start, stop) + 2  # back to the end of the last whole event
         if stop < start + 2:
             return start
-    events = region.count(b"\n\n", start, stop)
-    if (
-        events == 0
-        or not region.startswith(b"data: ", start)
-        # every newline is part of an event's blank line: each event is one line ...
-        or region.count(b"\n", start, stop) != 2 * events
-        # ... and every event after the first starts with `data: ` (none is empty or a comment)
-        or region.count(b"\n\ndata: ", start, stop) != events - 1
-    ):
+    if stop - start < 8 or not region.startswith(b"data: ", start):
+        return start
+    # The run ends with a blank line (it ends an event). If every other newline is one of the
+    # pair that leads into a `data: ` line, each event is a single `data: ` line, none empty or
+    # a comment. Two counts, one of them of a single byte (the fastest scan there is).
+    if region.count(b"\n", start, stop) != 2 * region.count(b"\n\ndata: ", start, stop) + 2:
         return start
     return stop
 
