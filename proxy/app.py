@@ -130,6 +130,7 @@ class Proxy:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._probe_task
         await self.save_state()
+        await self.pipeline.close()
         await asyncio.gather(*(u.close() for u in self.upstreams.values()))
 
 

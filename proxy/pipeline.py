@@ -119,6 +119,7 @@ class _Retry(Exception):
         self.decision = decision
 
 
+SETTLE_TIMEOUT = 5.0  # seconds to wait for a server to end a stream's body after [DONE]
 _WRITE_ROOM = 16 * 1024  # well under asyncio's 64 KiB default high-water mark
 _FINISHED = re.compile(rb'"finish_reason"\s*:\s*"')
 
@@ -216,6 +217,7 @@ class Pipeline:
         self.layer = layer
         self.on_attempt = on_attempt or (lambda job, status: None)
         self.deadlines = Deadlines()  # every request's timeouts, swept together
+        self._settling: set[asyncio.Task[None]] = set()  # see `_release`
 
     async def run(self, request: web.Request, job: Job) -> web.StreamResponse:
         """Answer one client request; always returns a response (or a finished stream)."""
@@ -311,6 +313,40 @@ class Pipeline:
         self.on_attempt(job, str(resp.status))
         job.upstream_headers = forwardable_headers(resp.headers)
         return resp
+
+    def _release(self, resp: aiohttp.ClientResponse) -> None:
+        """Give a finished stream's upstream connection back to the pool.
+
+        Servers such as llama.cpp end the HTTP body a moment after `data: [DONE]`. Releasing a
+        response whose body is not over closes its connection, so the next request would pay a
+        new TCP (and TLS) handshake. The client has its whole answer already, so the rest of the
+        body is read in a task of its own, off the request path, within `SETTLE_TIMEOUT`.
+        """
+        if resp.content.at_eof():
+            resp.release()
+            return
+        task = self.deadlines.loop().create_task(self._settle(resp))
+        self._settling.add(task)  # held, or the task could be collected mid-way
+        task.add_done_callback(self._settling.discard)
+
+    async def close(self) -> None:
+        """Stop settling streams (at shutdown): their connections are closed with the pools."""
+        for task in list(self._settling):
+            task.cancel()
+        await asyncio.gather(*self._settling, return_exceptions=True)
+
+    async def _settle(self, resp: aiohttp.ClientResponse) -> None:
+        try:
+            with self.deadlines.at(self.deadlines.loop().time() + SETTLE_TIMEOUT):
+                while await resp.content.readany():
+                    pass  # after [DONE]: nothing anyone needs
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            resp.close()  # a server that never ends the body: this connection is not reused
+            return
+        except asyncio.CancelledError:
+            resp.close()
+            raise
+        resp.release()
 
     async def _check_status(self, job: Job, resp: aiohttp.ClientResponse) -> None:
         if resp.status < 400:
@@ -508,7 +544,7 @@ class Pipeline:
                     for event in parser.close():
                         if event.data == DONE:
                             done = True
-            resp.release()
+            self._release(resp)
             resp = None
         except TimeoutError:
             if not watchdog.expired():  # aiohttp's own socket timeout, not our watchdog

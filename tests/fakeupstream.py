@@ -23,6 +23,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     raw: bytes
+    peer: int = 0  # the client's port: one per upstream connection
 
     @property
     def json(self) -> Any:
@@ -52,6 +53,7 @@ class Stream:
     then: str = (
         "end"  # "end" (close cleanly), "hang" (stay open silent), "drop" (cut the connection)
     )
+    end_delay: float = 0.0  # before the end of the body (after the last event), as real servers
 
 
 @dataclass
@@ -181,7 +183,8 @@ class FakeUpstream:
         ):
             self.probes.append(Recorded(request.path, dict(request.headers), raw))
             return self._get(request)
-        rec = Recorded(request.path, dict(request.headers), raw)
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        rec = Recorded(request.path, dict(request.headers), raw, peer[1] if peer else 0)
         self.requests.append(rec)
         reply: Reply = self.script.popleft() if self.script else self._default(rec)
         if callable(reply) and not isinstance(reply, Json | Stream | Hang | Drop):
@@ -275,5 +278,7 @@ class FakeUpstream:
             assert request.transport is not None
             request.transport.close()
             return resp
+        if reply.end_delay:
+            await asyncio.sleep(reply.end_delay)
         await resp.write_eof()
         return resp

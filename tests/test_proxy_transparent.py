@@ -564,3 +564,40 @@ async def test_stream_in_one_read_is_relayed_whole_and_unchanged(
     assert got.startswith(sent[:usage_at])  # content relayed unchanged
     assert got.endswith(b"\n\ndata: [DONE]\n\n")
     assert b'"usage"' not in got[usage_at:]  # not asked for: the usage chunk is not relayed
+
+
+async def test_upstream_connection_is_reused_when_the_body_ends_after_done(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    # llama.cpp and others send `data: [DONE]` and end the chunked body in a later write. The
+    # client must have its whole answer at [DONE], and the upstream connection must go back to
+    # the pool rather than be closed (a new TCP, or TLS, handshake for every stream otherwise).
+    body = {"model": "fake-model", "messages": MSG, "stream": True}
+    async with aiohttp.ClientSession() as s:
+        for _ in range(3):
+            fake.push(text_stream("a", "b", end_delay=0.3))
+            t0 = time.monotonic()
+            async with s.post(lg.base_url + "/chat/completions", json=body) as r:
+                got = await r.read()
+            assert got.endswith(b"data: [DONE]\n\n")
+            assert time.monotonic() - t0 < 0.2  # not held until the server ends its body
+            await asyncio.sleep(0.4)  # the server ends it; the connection goes back to the pool
+    peers = {r.peer for r in fake.requests[-3:]}
+    assert len(peers) == 1, peers
+
+
+async def test_a_body_never_ended_after_done_costs_the_client_nothing(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    fake.push(text_stream("a", then="hang"))
+    stream = await lg.client().chat.completions.create(
+        model="fake-model", messages=MSG, stream=True
+    )
+    text = "".join([p.choices[0].delta.content or "" async for p in stream if p.choices])
+    assert text == "a"
+    # the next request is answered at once, on another connection
+    fake.push(text_stream("b"))
+    stream = await lg.client().chat.completions.create(
+        model="fake-model", messages=MSG, stream=True
+    )
+    assert "".join([p.choices[0].delta.content or "" async for p in stream if p.choices]) == "b"
