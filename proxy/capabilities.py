@@ -62,6 +62,20 @@ class ModelLatches:
     effort_with_tools: str | None = None
     since: float = 0.0
 
+    def permissive(self) -> bool:
+        """Nothing is latched for this model (the usual case): it asks no change of a body."""
+        return (
+            self.reasoning_effort
+            and self.legacy_token_limit
+            and self.chosen_temperature
+            and self.structured_output
+            and self.native_tools
+            and not self.refused_fields
+            and not self.refused_efforts
+            and self.supported_efforts is None
+            and self.effort_with_tools is None
+        )
+
     def held(self) -> dict[str, int]:
         """Capability label -> number of latches held (only non-zero entries)."""
         counts = {name: 1 for name in MODEL_FLAGS if not getattr(self, name)}

@@ -595,6 +595,27 @@ def build_body(
     """
     name = str(client.get("model", ""))
     notices: list[str] = []
+    if model.permissive():
+        # Nothing latched for the model: of the steps below only two can change the body, the
+        # ceiling (when max_completion_tokens is sent) and stream_options (an endpoint matter).
+        # tests/test_build_body.py checks this shortcut against the full walk.
+        body = (
+            _ceiling(client, model, name, notices) if "max_completion_tokens" in client else client
+        )
+        body = _stream_options(body, endpoint, notices)
+        return BuiltBody(body, body is not client, (), False, notices)
+    return _build_full(client, endpoint, model, name, notices, droppable, sanitise)
+
+
+def _build_full(
+    client: dict[str, Any],
+    endpoint: EndpointLatches,
+    model: ModelLatches,
+    name: str,
+    notices: list[str],
+    droppable: frozenset[str],
+    sanitise: Callable[[dict[str, Any]], dict[str, Any]] | None,
+) -> BuiltBody:
     body = _ceiling(client, model, name, notices)
     body = _temperature(body, model, name, notices)
     body = _effort(body, model, name, notices)

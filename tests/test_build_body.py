@@ -279,3 +279,47 @@ def test_encode_reuses_the_client_s_bytes() -> None:
         {**client, "messages": [], "x": 1},  # an equal but different object
     ):
         assert _encode(raw, client, other) == orjson.dumps(other)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    client=st.dictionaries(
+        _keys | st.sampled_from(["response_format", "tools"]),
+        _values | st.sampled_from([{"type": "json_object"}, [{"type": "function"}]]),
+        max_size=9,
+    ),
+    usage=st.booleans(),
+)
+def test_property_the_shortcut_for_unlatched_models_matches_the_full_walk(
+    client: dict[str, Any], usage: bool
+) -> None:
+    from proxy.negotiate import _build_full
+
+    model, endpoint = ModelLatches(), EndpointLatches(usage_in_stream=usage)
+    assert model.permissive()
+    fast = build_body(client, endpoint, model)
+    full = _build_full(
+        client, endpoint, model, str(client.get("model", "")), [], DEFAULT_DROPPABLE, None
+    )
+    assert (fast.body, fast.changed, fast.dropped, fast.structured_in_words, fast.notices) == (
+        full.body,
+        full.changed,
+        full.dropped,
+        full.structured_in_words,
+        full.notices,
+    )
+
+
+def test_any_latch_makes_a_model_not_permissive() -> None:
+    for change in (
+        {"reasoning_effort": False},
+        {"legacy_token_limit": False},
+        {"chosen_temperature": False},
+        {"structured_output": False},
+        {"native_tools": False},
+        {"refused_fields": {"top_k"}},
+        {"refused_efforts": {"low"}},
+        {"supported_efforts": ["low"]},
+        {"effort_with_tools": "low"},
+    ):
+        assert not ModelLatches(**change).permissive(), change
