@@ -162,27 +162,23 @@ def _header_safe(text: str) -> str:
     return flat.encode("ascii", "backslashreplace").decode("ascii")[:1000]
 
 
-def response_headers(job: Job) -> list[tuple[str, str]]:
-    """Headers latchgate adds to a response: request id, notices, dropped fields, the upstream's."""
-    out = list(job.upstream_headers.items())
-    out.append((REQUEST_ID_HEADER, job.events.request_id))
-    out.extend((NOTICE_HEADER, _header_safe(n)) for n in job.events.notices)
+def add_headers(resp: web.StreamResponse, job: Job) -> None:
+    """Headers latchgate adds to a response: the upstream's that matter, the request id, one
+    notice header per notice, the dropped fields."""
+    headers = resp.headers
+    if job.upstream_headers:
+        headers.update(job.upstream_headers)
+    headers[REQUEST_ID_HEADER] = job.events.request_id
+    if job.events.events:  # no events, no notices: the usual case skips the walk
+        for notice in job.events.notices:
+            headers.add(NOTICE_HEADER, _header_safe(notice))
     if job.dropped:
-        out.append((DROPPED_HEADER, ", ".join(job.dropped)))
-    return out
-
-
-def _apply_headers(resp: web.StreamResponse, headers: list[tuple[str, str]]) -> None:
-    for name, value in headers:
-        if name == NOTICE_HEADER:
-            resp.headers.add(name, value)
-        else:
-            resp.headers[name] = value
+        headers[DROPPED_HEADER] = ", ".join(job.dropped)
 
 
 def json_response(job: Job, status: int, body: bytes) -> web.Response:
     resp = web.Response(status=status, body=body, content_type="application/json")
-    _apply_headers(resp, response_headers(job))
+    add_headers(resp, job)
     return resp
 
 
@@ -411,7 +407,7 @@ class Pipeline:
                         raw = orjson.dumps(changed)
         out = web.Response(status=resp.status, body=raw)
         out.headers["Content-Type"] = ctype
-        _apply_headers(out, response_headers(job))
+        add_headers(out, job)
         return out
 
     def _whole_body(self, job: Job, parsed: dict[str, Any]) -> dict[str, Any] | None:
@@ -427,7 +423,7 @@ class Pipeline:
         client.headers["Content-Type"] = "text/event-stream; charset=utf-8"
         client.headers["Cache-Control"] = "no-cache"
         client.headers["X-Accel-Buffering"] = "no"
-        _apply_headers(client, response_headers(job))
+        add_headers(client, job)
         try:
             await client.prepare(request)
         except ConnectionResetError:
@@ -854,7 +850,7 @@ class Pipeline:
                     if client is None:  # opened at the first bytes, so a silent try is retried
                         client = _Relayed(status=status)
                         client.headers["Content-Type"] = ctype
-                        _apply_headers(client, response_headers(job))
+                        add_headers(client, job)
                         await client.prepare(request)
                         job.state["client"] = client
                     if not job.stream:
@@ -881,7 +877,7 @@ class Pipeline:
         job.status = status
         if client is None:  # an empty body
             out = web.Response(status=status)
-            _apply_headers(out, response_headers(job))
+            add_headers(out, job)
             return out
         await self._end(client)
         return client
@@ -933,19 +929,23 @@ _CACHE_N = re.compile(rb'"cache_n"\s*:\s*(\d+)\s*[,}]')
 def skim_usage(raw: bytes) -> tuple[dict[str, Any] | None, int | None] | None:
     """A whole answer's usage report and llama.cpp's `timings.cache_n`, read without parsing
     the answer; None when the bytes are not plain enough to be sure (then parse it whole)."""
-    if raw.count(b'"usage"') > 1 or raw.count(b'"cache_n"') > 1:
-        return None  # a nested key of the same name somewhere: only a parse can tell
     usage: dict[str, Any] | None = None
-    if b'"usage"' in raw:
-        found = _USAGE.search(raw)
+    at = raw.find(b'"usage"')
+    if at >= 0:
+        if raw.find(b'"usage"', at + 7) >= 0:
+            return None  # a nested key of the same name somewhere: only a parse can tell
+        found = _USAGE.match(raw, at)
         if found is None:
             return None
         usage = _loads(found.group(1))
         if not isinstance(usage, dict):
             return None
     cache_n = None
-    if b'"cache_n"' in raw:
-        match = _CACHE_N.search(raw)
+    at = raw.find(b'"cache_n"')
+    if at >= 0:
+        if raw.find(b'"cache_n"', at + 9) >= 0:
+            return None
+        match = _CACHE_N.match(raw, at)
         if match is None:
             return None
         cache_n = int(match.group(1))
