@@ -484,9 +484,8 @@ class Pipeline:
                             skimmed = True
                             end = plain_run(region, pos)
                             if end > pos:
-                                run = region[pos:end]
-                                batch.append(run)
-                                finished = finished or _FINISHED.search(run) is not None
+                                batch.append(region[pos:end] if pos or end < size else region)
+                                finished = finished or _finishes(region, pos, end)
                                 carries = True
                                 pos = end
                                 continue
@@ -903,6 +902,17 @@ class Pipeline:
             )
         await self._end(client)
         return client
+
+
+def _finishes(region: bytes, start: int, end: int) -> bool:
+    """Whether the run of whole events `region[start:end]` finishes a choice. Its last event is
+    searched first, where a finish nearly always is; the rest only when that one does not."""
+    last = region.rfind(b"\n\ndata: ", start, end - 2)
+    last = start if last < 0 else last + 2
+    return (
+        _FINISHED.search(region, last, end) is not None
+        or _FINISHED.search(region, start, last) is not None
+    )
 
 
 def _has_content(delta: Any) -> bool:

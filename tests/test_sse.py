@@ -138,3 +138,21 @@ def test_plain_run_never_swallows_a_notable_or_odd_event(parts: list[bytes]) -> 
     # one anywhere may cost the whole run (it is then read event by event)
     if b": c\n\n" not in parts:
         assert n == len(parts) or parts[n] not in (C1, C2, FIN)
+
+
+def test_finishes_finds_a_finish_reason_in_any_event_of_a_run() -> None:
+    from proxy.pipeline import _finishes
+
+    spaced = b'data: {"choices":[{"delta":{},"finish_reason" : "length"}]}\n\n'
+    for region, want in (
+        (C1 + C2 + FIN, True),  # the usual place: the last event
+        (C1 + FIN + C2, True),  # one choice finished, another still talking
+        (FIN + C1, True),
+        (C1 + C2, False),  # `"finish_reason":null` is no finish
+        (C1 + spaced, True),
+        (C2, False),
+    ):
+        assert _finishes(region, 0, len(region)) is want, region
+    # only the run counts, not what lies outside it
+    region = FIN + C1 + C2
+    assert _finishes(region, len(FIN), len(region)) is False
