@@ -122,6 +122,7 @@ class _Retry(Exception):
 SETTLE_TIMEOUT = 5.0  # seconds to wait for a server to end a stream's body after [DONE]
 _WRITE_ROOM = 16 * 1024  # well under asyncio's 64 KiB default high-water mark
 _FINISHED = re.compile(rb'"finish_reason"\s*:\s*"')
+_DONE_EVENT = b"data: [DONE]\n\n"
 
 
 class _ErrorEvent(Exception):
@@ -472,17 +473,29 @@ class Pipeline:
                     # not one per event (no added latency; ~20 fewer sends per short stream).
                     batch: list[bytes] = []
                     carries = skimmed = False
+                    complete: bool | None = None  # whether this read ends the answer (see below)
                     region = parser.feed(chunk)
                     pos, size = 0, len(region)
                     while pos < size:
-                        if not skimmed and job.content_started and processor is None:
+                        if not skimmed and processor is None and (
+                            job.content_started or complete is None
+                        ):
                             # The answer is flowing and nothing will change it: the ordinary
                             # events that follow go out as they came, unread; a finish reason
                             # is all there is to see. (Checked as soon as content starts, not
                             # per read: an instant server's whole answer is one read.) Tried
                             # once per read, so a read that cannot be skimmed costs no rescans.
-                            skimmed = True
+                            # Before content starts, only when this read holds the rest of the
+                            # answer up to [DONE] with no error event in it: then nothing can
+                            # fail after these events, and none needs judging on its own.
                             end = plain_run(region, pos)
+                            if not job.content_started:
+                                complete = region.endswith(_DONE_EVENT) and (
+                                    region.find(b'"error"', end) < 0
+                                )
+                                if not complete:
+                                    end = pos
+                            skimmed = end > pos or job.content_started
                             if end > pos:
                                 batch.append(region[pos:end] if pos or end < size else region)
                                 finished = finished or _finishes(region, pos, end)

@@ -601,3 +601,24 @@ async def test_a_body_never_ended_after_done_costs_the_client_nothing(
         model="fake-model", messages=MSG, stream=True
     )
     assert "".join([p.choices[0].delta.content or "" async for p in stream if p.choices]) == "b"
+
+
+async def test_an_error_event_in_a_one_read_answer_is_still_judged_on_its_own(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    # The whole reply in one write (role chunk, error event, [DONE]): the role chunk must not be
+    # relayed unread as if content had started, or the error could no longer be retried.
+    def event(body: Any) -> bytes:
+        return b"data: " + orjson.dumps(body) + b"\n\n"
+
+    busy = {"error": {"code": 503, "type": "unavailable_error", "message": "server busy"}}
+    one_read = (
+        event(chunk({"role": "assistant", "content": ""})) + event(busy) + b"data: [DONE]\n\n"
+    )
+    fake.push(Stream([one_read]), Stream([_one_read_stream()]))
+    stream = await lg.client().chat.completions.create(
+        model="fake-model", messages=MSG, stream=True
+    )
+    text = "".join([p.choices[0].delta.content or "" async for p in stream if p.choices])
+    assert text == 'Hello "usage" [x]!'
+    assert len(fake.bodies()) == 2  # retried, and the retry's whole answer relayed
