@@ -193,7 +193,8 @@ def wanted(status: int, req: RequestEvents) -> bool:
     """Whether a finished request's line would be written at the configured level."""
     if _info_enabled or status >= 500:
         return True
-    return any(e.kind == ev.REFUSAL for e in req.events)  # a latch is logged as a warning
+    # a latch is logged as a warning (checked without a generator when there are no events)
+    return bool(req.events) and any(e.kind == ev.REFUSAL for e in req.events)
 
 
 def request_line(
