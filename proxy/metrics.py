@@ -164,8 +164,11 @@ _STATUS_LABEL = {code: str(code) for code in range(100, 600)}
 # Unlike prometheus_client's objects they export no `_created` samples (nothing reads them).
 
 
-class FastCounter(Collector):
-    """A labelled counter: label-value tuple -> total, in `values`, moved by its owner directly."""
+class _FastValues(Collector):
+    """Label-value tuple -> number, in `values`, moved by its owner directly; `FAMILY` says what
+    kind of Prometheus metric it is rendered as."""
+
+    FAMILY: type[CounterMetricFamily] | type[GaugeMetricFamily]
 
     def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...]) -> None:
         self.name = name
@@ -173,8 +176,8 @@ class FastCounter(Collector):
         self.labelnames = labelnames
         self.values: dict[tuple[str, ...], float] = {}
 
-    def _family(self) -> CounterMetricFamily:
-        return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+    def _family(self) -> CounterMetricFamily | GaugeMetricFamily:
+        return self.FAMILY(self.name, self.documentation, labels=self.labelnames)
 
     def describe(self) -> list[Metric]:
         return [self._family()]
@@ -186,26 +189,16 @@ class FastCounter(Collector):
         yield family
 
 
-class FastGauge(Collector):
-    """A labelled gauge: label-value tuple -> value, in `values`, moved by its owner directly."""
+class FastCounter(_FastValues):
+    """A labelled counter (rendered with `_total`)."""
 
-    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...]) -> None:
-        self.name = name
-        self.documentation = documentation
-        self.labelnames = labelnames
-        self.values: dict[tuple[str, ...], float] = {}
+    FAMILY = CounterMetricFamily
 
-    def _family(self) -> GaugeMetricFamily:
-        return GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)
 
-    def describe(self) -> list[Metric]:
-        return [self._family()]
+class FastGauge(_FastValues):
+    """A labelled gauge."""
 
-    def collect(self) -> Iterator[Metric]:
-        family = self._family()
-        for labels, value in list(self.values.items()):
-            family.add_metric(labels, value)
-        yield family
+    FAMILY = GaugeMetricFamily
 
 
 class FastHistogram(Collector):

@@ -128,6 +128,12 @@ async def test_unchanged_request_is_forwarded_byte_for_byte(
     lg: Running, fake: FakeUpstream
 ) -> None:
     raw = b'{"model":"fake-model",  "messages":[{"role":"user","content":"Hi"}], "zz":1.50}'
+    assert await _post_raw(lg, raw) == 200
+    assert fake.requests[-1].raw == raw
+
+
+async def _post_raw(lg: Running, raw: bytes) -> int:
+    """POST these exact bytes as a chat request; the status (the body is read to its end)."""
     async with (
         aiohttp.ClientSession() as s,
         s.post(
@@ -136,8 +142,8 @@ async def test_unchanged_request_is_forwarded_byte_for_byte(
             headers={"Content-Type": "application/json"},
         ) as r,
     ):
-        assert r.status == 200
-    assert fake.requests[-1].raw == raw
+        await r.read()
+        return r.status
 
 
 async def test_streamed_request_keeps_the_client_s_bytes_and_adds_only_stream_options(
@@ -148,16 +154,7 @@ async def test_streamed_request_keeps_the_client_s_bytes_and_adds_only_stream_op
         b'{"model":"fake-model",  "messages":[{"role":"user","content":"Hi"}], '
         b'"zz":1.50, "stream":true} \n'
     )
-    async with (
-        aiohttp.ClientSession() as s,
-        s.post(
-            lg.base_url + "/chat/completions",
-            data=raw,
-            headers={"Content-Type": "application/json"},
-        ) as r,
-    ):
-        assert r.status == 200
-        await r.read()
+    assert await _post_raw(lg, raw) == 200
     assert fake.requests[-1].raw == raw.rstrip()[:-1] + b',"stream_options":{"include_usage":true}}'
 
 
