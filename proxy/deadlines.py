@@ -42,7 +42,11 @@ class Deadlines:
         """
         loop = self._loop
         if loop is None or not loop.is_running():
-            loop = self._loop = asyncio.get_running_loop()
+            loop = asyncio.get_running_loop()
+            if loop is not self._loop:
+                # Another loop (tests, a restart): the old loop's sweep and deadlines are gone.
+                self._loop, self._sweeper = loop, None
+                self._armed.clear()
         return loop
 
     def at(self, when: float | None) -> Deadline:
@@ -50,9 +54,10 @@ class Deadlines:
         return Deadline(self, when)
 
     def _arm(self, deadline: Deadline, when: float) -> None:
+        loop = self.loop()  # before arming: a new loop drops the old one's sweep and deadlines
         self._armed[deadline] = when
         if self._sweeper is None:
-            self._sweeper = self.loop().create_task(self._sweep())
+            self._sweeper = loop.create_task(self._sweep())
 
     def _disarm(self, deadline: Deadline) -> None:
         self._armed.pop(deadline, None)

@@ -503,6 +503,8 @@ class Pipeline:
                                 pos = end
                                 continue
                         end = region.find(b"\n\n", pos)
+                        if end < 0:
+                            break  # stray newlines after the last event (`\n\n\n`): nothing
                         block = region[pos:end]
                         pos = end + 2
                         if not block:

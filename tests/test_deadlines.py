@@ -99,3 +99,19 @@ def test_the_remembered_loop_follows_a_new_running_loop() -> None:
     first = asyncio.run(use())
     second = asyncio.run(use())  # a new loop (as after a restart in tests): not the closed one
     assert first is not second
+
+
+def test_a_loop_closed_mid_sweep_does_not_stop_the_next_loop_s_deadlines() -> None:
+    dl = Deadlines(tick=0.01)
+
+    async def leave_armed() -> None:
+        loop = dl.loop()
+        dl.at(loop.time() + 100).__enter__()  # armed, never left: its loop ends under it
+
+    async def use() -> None:
+        loop = dl.loop()
+        with pytest.raises(TimeoutError), dl.at(loop.time() + 0.03):
+            await asyncio.sleep(1)
+
+    asyncio.run(leave_armed())
+    asyncio.run(use())  # a sweep of its own, not the dead loop's
