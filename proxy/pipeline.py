@@ -346,8 +346,7 @@ class Pipeline:
         resp.release()
 
     async def _check_status(self, job: Job, resp: aiohttp.ClientResponse) -> None:
-        if resp.status < 400:
-            return
+        """An error status: read the body (to its end, up to a cap) and let the layer decide."""
         t0 = time.perf_counter()
         raw = bytearray()
         try:
@@ -372,7 +371,8 @@ class Pipeline:
             loop = self.deadlines.loop()
             with self.deadlines.at(loop.time() + limit if limit > 0 else None):
                 resp = await self._open(job)
-                await self._check_status(job, resp)
+                if resp.status >= 400:  # checked here: no coroutine for the usual answer
+                    await self._check_status(job, resp)
                 t0 = time.perf_counter()
                 try:
                     raw = await resp.read()
@@ -452,7 +452,8 @@ class Pipeline:
         try:
             with watchdog:
                 resp = await self._open(job)
-                await self._check_status(job, resp)
+                if resp.status >= 400:  # checked here: no coroutine for the usual answer
+                    await self._check_status(job, resp)
                 if "event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
                     return await self._whole_as_stream(request, job, client, resp, watchdog)
                 # Chosen after `prepare` ran for this attempt: what to do with the reply depends
@@ -858,7 +859,8 @@ class Pipeline:
         try:
             with timer:
                 resp = await self._open(job)
-                await self._check_status(job, resp)
+                if resp.status >= 400:  # checked here: no coroutine for the usual answer
+                    await self._check_status(job, resp)
                 status, ctype = resp.status, resp.headers.get("Content-Type", ctype)
                 async for chunk in resp.content.iter_any():
                     if client is None:  # opened at the first bytes, so a silent try is retried
