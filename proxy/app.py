@@ -49,6 +49,7 @@ class Proxy:
         self.store = LatchStore()
         self.log = logs.get_logger()
         self.layer = AgentLayer(self)
+        self.listeners = (self.metrics.on_event,)  # every request's event listeners
         self.pipeline = Pipeline(self.layer, on_attempt=self._count_attempt)
         self._probe_task: asyncio.Task[None] | None = None
         self._save_lock = asyncio.Lock()
@@ -249,24 +250,26 @@ def _unrouted(proxy: Proxy) -> Handler:
 # -- the forwarded routes -------------------------------------------------------------------
 
 
-async def _read_json(request: web.Request) -> tuple[bytes, dict[str, Any]]:
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise
-    except (
-        ValueError,
-        UnicodeError,
-        OSError,
-        aiohttp.ClientPayloadError,
-        web_protocol.RequestPayloadError,
-    ) as exc:
-        raise ProxyError(
-            400,
-            f"Could not read the request body ({type(exc).__name__}); send "
-            "plain or gzip-encoded JSON.",
-            code="invalid_body",
-        ) from None
+# What reading a request body can raise besides "too large" (a broken gzip, a cut connection).
+_UNREADABLE = (
+    ValueError,
+    UnicodeError,
+    OSError,
+    aiohttp.ClientPayloadError,
+    web_protocol.RequestPayloadError,
+)
+
+
+def _unreadable(exc: Exception) -> ProxyError:
+    return ProxyError(
+        400,
+        f"Could not read the request body ({type(exc).__name__}); send "
+        "plain or gzip-encoded JSON.",
+        code="invalid_body",
+    )
+
+
+def _parse_json(raw: bytes) -> dict[str, Any]:
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -286,7 +289,7 @@ async def _read_json(request: web.Request) -> tuple[bytes, dict[str, Any]]:
             f"The request body must be a JSON object, not a {type(body).__name__}.",
             code="invalid_json",
         )
-    return raw, body
+    return body
 
 
 def _job(
@@ -304,7 +307,7 @@ def _job(
             code="model_not_found",
         )
     events = RequestEvents(
-        request_id=rid, upstream=name, model=model, listeners=[proxy.metrics.on_event]
+        request_id=rid, upstream=name, model=model, listeners=proxy.listeners
     )
     return Job(
         upstream=proxy.upstreams[name],
@@ -424,7 +427,13 @@ def _api_route(
         rid = new_request_id(request.headers.get("x-request-id"))
         try:
             _check_key(proxy, request)
-            raw, body = await _read_json(request)
+            try:  # read here, not in a helper coroutine: one frame fewer per request
+                raw = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                raise
+            except _UNREADABLE as exc:
+                raise _unreadable(exc) from None
+            body = _parse_json(raw)
             check(body)
             job = _job(proxy, request, rid, route, path, raw, body)
         except asyncio.CancelledError:

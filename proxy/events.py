@@ -12,7 +12,7 @@ instead of recording them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +55,7 @@ class RequestEvents:
     upstream: str = ""
     model: str = ""
     events: list[Event] = field(default_factory=list)
-    listeners: list[Listener] = field(default_factory=list)
+    listeners: Sequence[Listener] = ()  # often one tuple shared by every request
     extra: dict[str, Any] = field(default_factory=dict)
 
     def add(self, event: Event) -> Event:
