@@ -100,7 +100,7 @@ class AgentLayer:
         if not up.kind_detected:
             await up.detect_kind()
         body = job.body
-        if ("tools" in body or "response_format" in body) and self.schema_mode(up) == "passthrough":
+        if _has_schema_fields(body) and self.schema_mode(up) == "passthrough":
             problem = _contradiction(body)
             if problem is not None:
                 return problem
@@ -165,7 +165,7 @@ class AgentLayer:
             job.state["in_words"] = True
             job.events.emit(ev.STRUCTURED_IN_WORDS, "")  # build_body's notice says it
         body = built.body
-        if "tools" not in body and "response_format" not in body:
+        if not _has_schema_fields(body):
             # No schema anywhere (most requests): nothing for the schema step to look at.
             return body, _encode(job.raw, job.body, body)
         result = apply_to_request(
@@ -467,6 +467,11 @@ class JsonInWordsStream:
         if out and self._usage is not None:
             out[-1]["usage"] = self._usage
         return out
+
+
+def _has_schema_fields(body: dict[str, Any]) -> bool:
+    """Whether a body has a field a schema lives in (most requests have neither)."""
+    return "tools" in body or "response_format" in body
 
 
 def _encode(raw: bytes, client: dict[str, Any], body: dict[str, Any]) -> bytes:

@@ -26,7 +26,7 @@ from . import events as ev
 from .deadlines import Deadline, Deadlines
 from .errors import ProxyError, error_body, sse_error_event
 from .overflow import parse_error
-from .sse import DONE, SSEParser, comment, frame, parse_block, plain_run
+from .sse import DONE, SSEParser, comment, frame, next_block, parse_block, plain_run
 from .upstream import Upstream, forwardable_headers
 
 if TYPE_CHECKING:
@@ -478,8 +478,10 @@ class Pipeline:
                     region = parser.feed(chunk)
                     pos, size = 0, len(region)
                     while pos < size:
-                        if not skimmed and processor is None and (
-                            job.content_started or complete is None
+                        if (
+                            not skimmed
+                            and processor is None
+                            and (job.content_started or complete is None)
                         ):
                             # The answer is flowing and nothing will change it: the ordinary
                             # events that follow go out as they came, unread; a finish reason
@@ -503,13 +505,10 @@ class Pipeline:
                                 carries = True
                                 pos = end
                                 continue
-                        end = region.find(b"\n\n", pos)
-                        if end < 0:
-                            break  # stray newlines after the last event (`\n\n\n`): nothing
-                        block = region[pos:end]
-                        pos = end + 2
-                        if not block:
-                            continue
+                        found = next_block(region, pos)
+                        if found is None:
+                            break
+                        block, pos = found
                         event = parse_block(block)
                         if event is None or event.data is None:
                             continue  # comments and bare event names carry nothing to relay

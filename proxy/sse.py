@@ -35,14 +35,11 @@ class SSEParser:
         """The raw events `chunk` completed, each without its blank line (LF line ends)."""
         region = self.feed(chunk)
         blocks: list[bytes] = []
-        start = 0
-        while True:
-            end = region.find(b"\n\n", start)
-            if end < 0:
-                break
-            if end > start:
-                blocks.append(region[start:end])
-            start = end + 2
+        found = next_block(region, 0)
+        while found is not None:
+            block, start = found
+            blocks.append(block)
+            found = next_block(region, start)
         return blocks
 
     def feed(self, chunk: bytes) -> bytes:
@@ -69,6 +66,19 @@ class SSEParser:
             return []
         event = parse_block(rest)
         return [event] if event is not None else []
+
+
+def next_block(region: bytes, start: int) -> tuple[bytes, int] | None:
+    """The next raw event of `region` (as `SSEParser.feed` gives it) from `start`, without its
+    blank line, and where the one after it begins; None when only blank lines are left (a run
+    of three or more newlines leaves a stray one after the last event)."""
+    while True:
+        end = region.find(b"\n\n", start)
+        if end < 0:
+            return None
+        if end > start:
+            return region[start:end], end + 2
+        start = end + 2  # an empty event: nothing to give
 
 
 def parse_block(block: bytes) -> SSEEvent | None:

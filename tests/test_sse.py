@@ -156,3 +156,13 @@ def test_finishes_finds_a_finish_reason_in_any_event_of_a_run() -> None:
     # only the run counts, not what lies outside it
     region = FIN + C1 + C2
     assert _finishes(region, len(FIN), len(region)) is False
+
+
+def test_next_block_skips_empty_events_and_stray_newlines() -> None:
+    from proxy.sse import next_block
+
+    region = b"\n\ndata: a\n\n\n\ndata: b\n\n\n"
+    assert next_block(region, 0) == (b"data: a", 11)
+    assert next_block(region, 11) == (b"data: b", len(region) - 1)
+    assert next_block(region, len(region) - 1) is None  # one stray newline: nothing
+    assert next_block(b"", 0) is None
