@@ -90,9 +90,6 @@ class Deadline:
         self._cancelling = 0
         self._expired = False
 
-    def when(self) -> float | None:
-        return self._when
-
     def expired(self) -> bool:
         """Whether this deadline fired (and cancelled its task)."""
         return self._expired

@@ -103,9 +103,7 @@ class Upstream:
         if self._session is not None and not self._session.closed:
             await self._session.close()
 
-    def headers(
-        self, client_auth: str | None, extra: Mapping[str, str] | None = None
-    ) -> dict[str, str]:
+    def headers(self, client_auth: str | None) -> dict[str, str]:
         """Request headers for this upstream: its own key, or the client's only when configured.
 
         Usually the same dict every time (built once): callers must not change it.
@@ -113,8 +111,6 @@ class Upstream:
         headers = self._static_headers
         if self.config.forward_client_auth and client_auth and not self.config.api_key:
             headers = {**headers, "Authorization": client_auth}
-        if extra:
-            headers = {**headers, **extra}
         return headers
 
     def url(self, path: str) -> str:
@@ -127,16 +123,13 @@ class Upstream:
         body: bytes,
         *,
         client_auth: str | None = None,
-        extra_headers: Mapping[str, str] | None = None,
     ) -> Awaitable[ClientResponse]:
         """Send a POST; awaiting it gives the response once its headers arrived (body unread).
 
         A plain function handing back aiohttp's awaitable, not a coroutine: one frame fewer on
         every resume of the request.
         """
-        return self.session.post(
-            self.url(path), data=body, headers=self.headers(client_auth, extra_headers)
-        )
+        return self.session.post(self.url(path), data=body, headers=self.headers(client_auth))
 
     async def get_json(self, url: str, *, timeout: float = 10.0) -> tuple[int, Any]:
         """GET a URL on this server and parse JSON; (status, None) when the body is not JSON."""
