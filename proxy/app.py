@@ -136,6 +136,8 @@ class Proxy:
 
 
 PROXY_KEY = web.AppKey("proxy", Proxy)
+# The forwarded routes by path (all POST), for `direct_dispatch`.
+DIRECT_ROUTES = web.AppKey("direct_routes", dict[str, Handler])
 
 
 # -- guarding every route ------------------------------------------------------------------
@@ -525,6 +527,29 @@ async def metrics_route(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+def direct_dispatch(
+    direct: dict[str, Handler], fallback: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+) -> Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]:
+    """The server's request handler: forwarded routes by one dict lookup, the rest by the router.
+
+    aiohttp's application handler resolves every request through the router and then awaits the
+    route's handler from a coroutine of its own, a frame that every resume of the request passes
+    through. The forwarded routes are a few fixed POST paths whose handlers need nothing from the
+    match (they close over the proxy), so they are looked up here and their coroutine handed to
+    aiohttp as it is. Anything else (another method, a path with variables, an unknown path, an
+    `Expect: 100-continue` that aiohttp's own handler answers) takes the usual way.
+    """
+
+    def dispatch(request: web.BaseRequest) -> Awaitable[web.StreamResponse]:
+        handler = direct.get(request.rel_url.path_safe)
+        if handler is None or request.method != "POST" or "Expect" in request.headers:
+            return fallback(request)
+        # The application's request factory makes every request a `web.Request`.
+        return handler(request)  # type: ignore[arg-type]
+
+    return dispatch
+
+
 def create_app(settings: Settings) -> web.Application:
     """Build the aiohttp application for `settings` (not started)."""
     from .admin import add_admin_routes
@@ -533,22 +558,24 @@ def create_app(settings: Settings) -> web.Application:
     proxy = Proxy(settings)
     app[PROXY_KEY] = proxy
     routes = app.router
+    direct: dict[str, Handler] = {}
     for prefix in ("/v1", ""):
-        routes.add_post(
-            f"{prefix}/chat/completions", _api_route(proxy, "chat", "/chat/completions", check_chat)
+        direct[f"{prefix}/chat/completions"] = _api_route(
+            proxy, "chat", "/chat/completions", check_chat
         )
-        routes.add_post(
-            f"{prefix}/completions",
-            _api_route(proxy, "completions", "/completions", check_completion),
+        direct[f"{prefix}/completions"] = _api_route(
+            proxy, "completions", "/completions", check_completion
         )
-        routes.add_post(
-            f"{prefix}/embeddings",
-            _api_route(proxy, "embeddings", "/embeddings", check_embeddings, whole_only=True),
+        direct[f"{prefix}/embeddings"] = _api_route(
+            proxy, "embeddings", "/embeddings", check_embeddings, whole_only=True
         )
         routes.add_get(f"{prefix}/models", _guarded(proxy, list_models, needs_key=True))
         routes.add_get(
             f"{prefix}/models/{{model_id:.+}}", _guarded(proxy, get_model, needs_key=True)
         )
+    for path, handler in direct.items():
+        routes.add_post(path, handler)  # also routed, for `create_app` served without the fast path
+    app[DIRECT_ROUTES] = direct
     routes.add_get("/healthz", _guarded(proxy, healthz, needs_key=False))
     routes.add_get("/readyz", _guarded(proxy, readyz, needs_key=False))
     routes.add_get("/metrics", _guarded(proxy, metrics_route, needs_key=False))

@@ -14,7 +14,7 @@ import signal
 
 from aiohttp import web
 
-from .app import create_app
+from .app import DIRECT_ROUTES, create_app, direct_dispatch
 from .config import Settings
 
 
@@ -31,12 +31,16 @@ async def start(settings: Settings) -> tuple[web.AppRunner, int]:
     app = create_app(settings)
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
+    server = runner.server
+    assert server is not None  # set by `setup`
+    # Read by each new connection: set before the site accepts any.
+    server.request_handler = direct_dispatch(app[DIRECT_ROUTES], server.request_handler)
     site = web.TCPSite(runner, settings.host, settings.port, backlog=1024)
     await site.start()
     port = settings.port
-    server = getattr(site, "_server", None)
-    if server is not None and server.sockets:
-        port = server.sockets[0].getsockname()[1]
+    listening = getattr(site, "_server", None)
+    if listening is not None and listening.sockets:
+        port = listening.sockets[0].getsockname()[1]
     return runner, port
 
 

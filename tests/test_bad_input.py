@@ -118,8 +118,28 @@ async def test_unknown_route_and_method(lg: Running) -> None:
     async with aiohttp.ClientSession() as s:
         async with s.get(lg.base_url + "/nothing") as r:
             assert_openai_error(r.status, await r.read(), 404)
-        async with s.get(lg.base_url + "/chat/completions") as r:
+        for path in ("/v1/chat/completions", "/completions", "/v1/embeddings"):
+            # The forwarded routes are looked up before aiohttp's router (`direct_dispatch`):
+            # another method on their paths still gets the router's 405.
+            async with s.get(lg.url + path) as r:
+                assert_openai_error(r.status, await r.read(), 405)
+        async with s.put(lg.url + "/v1/chat/completions", data=b"{}") as r:
             assert_openai_error(r.status, await r.read(), 405)
+        # Near misses of a forwarded path are not forwarded.
+        for path in ("/v1/chat/completions/", "/v1%2Fchat/completions", "/V1/chat/completions"):
+            async with s.post(lg.url + path, data=b"{}") as r:
+                assert_openai_error(r.status, await r.read(), 404)
+
+
+async def test_expect_100_continue_is_answered(lg: Running, fake: FakeUpstream) -> None:
+    # curl sends `Expect: 100-continue` before a large body and waits for the go-ahead.
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": "x" * 5000}]}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as s, s.post(
+        lg.base_url + "/chat/completions", data=orjson.dumps(body), expect100=True
+    ) as r:
+        assert r.status == 200, await r.read()
+        assert (await r.json())["choices"][0]["message"]["role"] == "assistant"
+    assert fake.bodies() == [body]
 
 
 json_values = st.recursive(
