@@ -14,8 +14,9 @@ from typing import Any
 
 import aiohttp
 import orjson
-from aiohttp import ClientResponse, ClientSession, ClientTimeout, TCPConnector
+from aiohttp import ClientResponse, ClientSession, ClientTimeout, DummyCookieJar, TCPConnector
 
+from . import __version__
 from .config import LOCAL_KINDS, UpstreamConfig
 
 # Response headers worth passing to the client. Everything else (hop-by-hop headers, lengths and
@@ -31,6 +32,7 @@ FORWARD_RESPONSE_HEADERS = (
     "x-should-retry",
 )
 FORWARD_RESPONSE_PREFIXES = ("x-ratelimit-",)
+USER_AGENT = f"latchgate/{__version__}"
 _FORWARD_INITIALS = frozenset(
     c
     for name in FORWARD_RESPONSE_HEADERS + FORWARD_RESPONSE_PREFIXES
@@ -73,6 +75,7 @@ class Upstream:
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
+            "User-Agent": USER_AGENT,
         }
         if self.config.api_key:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
@@ -95,7 +98,9 @@ class Upstream:
                 ),
                 json_serialize=lambda o: orjson.dumps(o).decode(),
                 auto_decompress=True,
-                skip_auto_headers=("User-Agent",),
+                # One session carries every client's requests: a cookie an answer sets (a load
+                # balancer's, say) must not ride along on the next client's request.
+                cookie_jar=DummyCookieJar(),
             )
         return self._session
 

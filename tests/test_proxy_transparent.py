@@ -429,6 +429,22 @@ async def test_upstream_key_and_client_auth_forwarding(
     assert fake.requests[-1].headers["Authorization"] == "Bearer client-key"
 
 
+async def test_upstream_cookies_are_not_kept_between_clients(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    # One pooled session serves every client: a cookie one answer sets must not ride along on
+    # the next client's request (a load balancer's session cookie, say). By host name: aiohttp
+    # keeps no cookies for a bare IP address anyway.
+    base = fake.url.replace("127.0.0.1", "localhost")
+    lg = await start_proxy({"name": "fake", "base_url": base, "kind": "generic"})
+    fake.push(Json(completion(), headers={"Set-Cookie": "session=alice; Path=/"}))
+    await lg.client().chat.completions.create(model="fake-model", messages=MSG)
+    await lg.client().chat.completions.create(model="fake-model", messages=MSG)
+    assert "Cookie" not in fake.requests[-1].headers
+    # latchgate names itself to the upstream rather than passing on aiohttp's default
+    assert fake.requests[-1].headers["User-Agent"].startswith("latchgate/")
+
+
 async def test_error_event_before_content_is_judged_like_an_http_error(
     lg: Running, fake: FakeUpstream
 ) -> None:
