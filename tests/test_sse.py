@@ -82,6 +82,7 @@ C1 = b'data: {"choices":[{"delta":{"content":"a"},"finish_reason":null}]}\n\n'
 C2 = b'data: {"choices":[{"delta":{"content":"b \\"usage\\" {x}"},"finish_reason":null}]}\n\n'
 FIN = b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n'
 USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":3}}\n\n'
+C3 = b'data: {"choices":[{"delta":{"content":"say [DONE]\\n\\n"},"finish_reason":null}]}\n\n'
 DONE_EV = b"data: [DONE]\n\n"
 
 
@@ -102,27 +103,35 @@ def test_plain_run_covers_ordinary_events_and_stops_before_notable_ones() -> Non
     assert plain_run(region, len(C1)) == len(C1 + C2 + FIN)
     assert plain_run(region, len(C1 + C2 + FIN)) == len(C1 + C2 + FIN)  # usage: none
     assert plain_run(C1 + C2 + DONE_EV, 0) == len(C1 + C2)
+    # `[DONE]` is only the end as an event of its own, not as words in the content
+    assert plain_run(C3 + C1 + DONE_EV, 0) == len(C3 + C1)
     assert plain_run(C1 + C2, 0) == len(C1 + C2)
     assert plain_run(DONE_EV, 0) == 0
     assert plain_run(b"", 0) == 0
 
 
-def test_plain_run_refuses_anything_but_one_line_data_events() -> None:
-    for odd in (
-        b": keep-alive\n\n",  # a comment
-        b"event: message\n" + C1,  # a named event
-        b"data: {\n" + b'data: "a": 1}\n\n',  # multi-line data
-        b'data:{"a":1}\n\n',  # no space after the colon
-        b"\n\n",  # an empty event
-    ):
-        assert plain_run(C1 + odd + C2, 0) == 0, odd
+ODD = (
+    b": keep-alive\n\n",  # a comment
+    b"event: message\n" + C1,  # a named event
+    b"data: {\n" + b'data: "a": 1}\n\n',  # multi-line data
+    b'data:{"a":1}\n\n',  # no space after the colon
+    b"data:[DONE]\n\n",  # the end, spelled without the space
+    b"\n\n",  # an empty event
+    b"id: 7\n" + C1,  # a field the relay drops
+)
+
+
+def test_plain_run_stops_before_anything_but_one_line_data_events() -> None:
+    for odd in ODD:
+        assert plain_run(C1 + odd + C2, 0) == len(C1), odd
+        assert plain_run(C1 + C2 + odd, 0) == len(C1 + C2), odd
         assert plain_run(odd + C1, 0) == 0, odd
     assert plain_run(b'data: {"error":{"message":"x"}}\n\n', 0) == 0
     assert plain_run(C1 + b'data: {"error":{"message":"x"}}\n\n', 0) == len(C1)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.sampled_from([C1, C2, FIN, USAGE, DONE_EV, b": c\n\n"]), max_size=8))
+@given(st.lists(st.sampled_from([C1, C2, C3, FIN, USAGE, DONE_EV, *ODD]), max_size=8))
 def test_plain_run_never_swallows_a_notable_or_odd_event(parts: list[bytes]) -> None:
     region = b"".join(parts)
     end = plain_run(region, 0)
@@ -131,13 +140,11 @@ def test_plain_run_never_swallows_a_notable_or_odd_event(parts: list[bytes]) -> 
     n = 0
     taken = b""
     while taken != covered:
-        assert parts[n] in (C1, C2, FIN), parts
+        assert parts[n] in (C1, C2, C3, FIN), parts
         taken += parts[n]
         n += 1
-    # without odd events it stops only where the next event is notable (or at the end); an odd
-    # one anywhere may cost the whole run (it is then read event by event)
-    if b": c\n\n" not in parts:
-        assert n == len(parts) or parts[n] not in (C1, C2, FIN)
+    # and it stops only where the next event is notable or odd (or at the end)
+    assert n == len(parts) or parts[n] not in (C1, C2, C3, FIN)
 
 
 def test_finishes_finds_a_finish_reason_in_any_event_of_a_run() -> None:
