@@ -112,9 +112,10 @@ def parse_block(block: bytes) -> SSEEvent | None:
     return None
 
 
-# What makes an event more than an ordinary content chunk: these byte strings appear only as JSON
-# keys (quotes inside JSON strings are escaped on the wire).
-_NOTABLE = (b'"usage"', b'"error"')
+# What makes an event more than an ordinary content chunk: a `"usage"` key that is not null, or
+# an `"error"` key (these byte strings appear only as JSON keys: quotes inside JSON strings are
+# escaped on the wire).
+_NULL_USAGE = re.compile(rb'"usage"\s*:\s*null')
 # A line break that does not belong to a plain run of one-line `data: ` events: a blank line
 # followed by anything but another `data: ` line (a comment, a named event, an empty event,
 # `data: [DONE]`) or a lone line break inside an event (multi-line data). One regex pass: it
@@ -130,10 +131,16 @@ def plain_run(region: bytes, start: int) -> int:
     came without reading it. Found with a few C-speed scans instead of a Python step per event.
     """
     stop = len(region)
-    for mark in _NOTABLE:
-        found = region.find(mark, start, stop)
-        if found >= 0:
-            stop = found
+    found = region.find(b'"usage"', start, stop)
+    # OpenAI puts `"usage":null` in every chunk of a stream that asked for usage (latchgate asks
+    # for every stream): only a usage report is notable.
+    while found >= 0 and _NULL_USAGE.match(region, found):
+        found = region.find(b'"usage"', found + 7, stop)
+    if found >= 0:
+        stop = found
+    found = region.find(b'"error"', start, stop)
+    if found >= 0:
+        stop = found
     if stop < len(region):
         stop = region.rfind(b"\n\n", start, stop) + 2  # back to the end of the last whole event
     odd = _ODD_BREAK.search(region, start, stop)

@@ -228,6 +228,28 @@ async def test_stream_usage_only_when_asked(lg: Running, fake: FakeUpstream) -> 
     assert parts[-1].usage is not None and parts[-1].usage.completion_tokens == 3
 
 
+async def test_openai_null_usage_on_every_chunk(lg: Running, fake: FakeUpstream) -> None:
+    # OpenAI's streams that asked for usage carry `"usage":null` on every chunk, then a usage
+    # chunk: the null ones are ordinary chunks, the report is counted and shown only when asked.
+    def openai_stream() -> Stream:
+        events: list[Any] = [{**c, "usage": None} for c in text_stream("Hel", "lo").events[:-2]]
+        return Stream([*events, *text_stream("Hel", "lo").events[-2:]])
+
+    for asked in (False, True):
+        fake.push(openai_stream())
+        extra: dict[str, Any] = {"stream_options": {"include_usage": True}} if asked else {}
+        stream = await lg.client().chat.completions.create(
+            model="fake-model", messages=MSG, stream=True, **extra
+        )
+        parts = [p async for p in stream]
+        assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == "Hello"
+        reports = [p.usage for p in parts if p.usage is not None]
+        assert [u.completion_tokens for u in reports] == ([2] if asked else [])
+        assert parts[-1].choices == [] if asked else parts[-1].choices[0].finish_reason == "stop"
+    labels = {"upstream": "fake", "model": "fake-model", "kind": "completion"}
+    assert lg.proxy.metrics.registry.get_sample_value("latchgate_tokens_total", labels) == 4
+
+
 async def test_sync_stream(lg: Running) -> None:
     client = lg.sync_client()
 

@@ -82,6 +82,9 @@ C1 = b'data: {"choices":[{"delta":{"content":"a"},"finish_reason":null}]}\n\n'
 C2 = b'data: {"choices":[{"delta":{"content":"b \\"usage\\" {x}"},"finish_reason":null}]}\n\n'
 FIN = b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n'
 USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":3}}\n\n'
+# OpenAI's chunks when usage was asked for: `"usage":null` on all but the last
+CN = b'data: {"choices":[{"delta":{"content":"c"},"finish_reason":null}],"usage":null}\n\n'
+CN2 = b'data: {"choices":[{"delta":{"content":"d"},"finish_reason":null}],"usage" : null}\n\n'
 C3 = b'data: {"choices":[{"delta":{"content":"say [DONE]\\n\\n"},"finish_reason":null}]}\n\n'
 DONE_EV = b"data: [DONE]\n\n"
 
@@ -103,6 +106,9 @@ def test_plain_run_covers_ordinary_events_and_stops_before_notable_ones() -> Non
     assert plain_run(region, len(C1)) == len(C1 + C2 + FIN)
     assert plain_run(region, len(C1 + C2 + FIN)) == len(C1 + C2 + FIN)  # usage: none
     assert plain_run(C1 + C2 + DONE_EV, 0) == len(C1 + C2)
+    # a null usage is no usage report
+    assert plain_run(CN + CN2 + C1 + USAGE, 0) == len(CN + CN2 + C1)
+    assert plain_run(CN + USAGE + CN, 0) == len(CN)
     # `[DONE]` is only the end as an event of its own, not as words in the content
     assert plain_run(C3 + C1 + DONE_EV, 0) == len(C3 + C1)
     assert plain_run(C1 + C2, 0) == len(C1 + C2)
@@ -131,7 +137,7 @@ def test_plain_run_stops_before_anything_but_one_line_data_events() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.sampled_from([C1, C2, C3, FIN, USAGE, DONE_EV, *ODD]), max_size=8))
+@given(st.lists(st.sampled_from([C1, C2, C3, CN, FIN, USAGE, DONE_EV, *ODD]), max_size=8))
 def test_plain_run_never_swallows_a_notable_or_odd_event(parts: list[bytes]) -> None:
     region = b"".join(parts)
     end = plain_run(region, 0)
@@ -140,11 +146,11 @@ def test_plain_run_never_swallows_a_notable_or_odd_event(parts: list[bytes]) -> 
     n = 0
     taken = b""
     while taken != covered:
-        assert parts[n] in (C1, C2, C3, FIN), parts
+        assert parts[n] in (C1, C2, C3, CN, FIN), parts
         taken += parts[n]
         n += 1
     # and it stops only where the next event is notable or odd (or at the end)
-    assert n == len(parts) or parts[n] not in (C1, C2, C3, FIN)
+    assert n == len(parts) or parts[n] not in (C1, C2, C3, CN, FIN)
 
 
 def test_finishes_finds_a_finish_reason_in_any_event_of_a_run() -> None:
