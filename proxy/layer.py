@@ -487,12 +487,12 @@ def _encode(raw: bytes, client: dict[str, Any], body: dict[str, Any]) -> bytes:
     if len(body) == len(client) + 1:
         last = next(reversed(body))
         end = raw.rstrip()
-        if (
-            last not in client
-            and end.endswith(b"}")
-            and all(body.get(key, body) is value for key, value in client.items())
-        ):
-            return b"%s,%s:%s}" % (end[:-1], orjson.dumps(last), orjson.dumps(body[last]))
+        if last not in client and end.endswith(b"}"):
+            for key, value in client.items():  # a loop, not all(<genexpr>): every stream runs it
+                if body.get(key, body) is not value:
+                    break
+            else:
+                return b"%s,%s:%s}" % (end[:-1], orjson.dumps(last), orjson.dumps(body[last]))
     return orjson.dumps(body)
 
 

@@ -54,6 +54,9 @@ _CHAT_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
 }
 
 
+_CHAT_EXACT = {name: frozenset((*types, type(None))) for name, (types, _) in _CHAT_TYPES.items()}
+
+
 def check_chat(body: dict[str, Any]) -> None:
     """Validate a chat completion request body (already known to be a JSON object)."""
     _check_model(body)
@@ -76,9 +79,11 @@ def check_chat(body: dict[str, Any]) -> None:
             raise _bad(
                 f"messages[{i}].role", f'messages[{i}].role must be a string such as "user".'
             )
-    # Walk the body's own keys (a few) rather than every typed name, in the client's order.
+    # Walk the body's own keys (a few) rather than every typed name, in the client's order. A
+    # value of exactly an allowed type (what JSON parsing gives) needs no closer look.
     for name in body:
-        if name in _CHAT_TYPES:
+        exact = _CHAT_EXACT.get(name)
+        if exact is not None and type(body[name]) not in exact:
             _check_optional(body, name, *_CHAT_TYPES[name])
     for name in ("max_tokens", "max_completion_tokens"):
         value = body.get(name)

@@ -59,12 +59,54 @@ CASES: list[tuple[str, bytes, int, str | None]] = [
         "max_tokens",
     ),
     (
+        "max_tokens boolean",
+        b'{"model": "fake-model", "messages": [{"role": "user"}], "max_tokens": true}',
+        400,
+        "max_tokens",
+    ),
+    (
+        "max_tokens fraction",
+        b'{"model": "fake-model", "messages": [{"role": "user"}], "max_tokens": 9.5}',
+        400,
+        "max_tokens",
+    ),
+    (
+        "temperature boolean",
+        b'{"model": "fake-model", "messages": [{"role": "user"}], "temperature": false}',
+        400,
+        "temperature",
+    ),
+    (
+        "response_format list",
+        b'{"model": "fake-model", "messages": [{"role": "user"}], "response_format": []}',
+        400,
+        "response_format",
+    ),
+    (
         "tools not list",
         b'{"model": "fake-model", "messages": [{"role": "user"}], "tools": {}}',
         400,
         "tools",
     ),
 ]
+
+
+async def test_typed_chat_fields_accept_their_types_and_null(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    body = {
+        "model": "fake-model",
+        "messages": [{"role": "user", "content": "x"}],
+        "temperature": 1,  # a whole number is a number
+        "max_tokens": None,
+        "n": 1,
+        "reasoning_effort": "low",
+        "response_format": {"type": "text"},
+    }
+    url = lg.base_url + "/chat/completions"
+    async with aiohttp.ClientSession() as s, s.post(url, data=orjson.dumps(body)) as r:
+        assert r.status == 200, await r.read()
+    assert fake.bodies() == [body]
 
 
 @pytest.mark.parametrize(("name", "raw", "status", "param"), CASES, ids=[c[0] for c in CASES])
