@@ -504,6 +504,9 @@ class Pipeline:
                                 finished = finished or _finishes(region, pos, end)
                                 carries = True
                                 pos = end
+                                if size - pos == len(_DONE_EVENT) and region.endswith(_DONE_EVENT):
+                                    done = True  # all that is left is [DONE]: nothing to read
+                                    break
                                 continue
                         found = next_block(region, pos)
                         if found is None:
