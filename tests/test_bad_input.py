@@ -127,9 +127,12 @@ async def test_bad_chat_bodies(
     assert fake.requests == []
 
 
-async def test_body_over_limit_is_413(fake: FakeUpstream, start_proxy: StartProxy) -> None:
+@pytest.mark.parametrize("size", [10_000, 3_000_000])  # in with the headers / over many reads
+async def test_body_over_limit_is_413(
+    fake: FakeUpstream, start_proxy: StartProxy, size: int
+) -> None:
     running = await start_proxy({"name": "fake", "base_url": fake.url}, max_body_bytes=4096)
-    raw = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 10000}]})
+    raw = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * size}]})
     async with (
         aiohttp.ClientSession() as s,
         s.post(running.base_url + "/chat/completions", data=raw) as r,
