@@ -233,10 +233,14 @@ class Pipeline:
                     return await self._whole_attempt(job)
                 except _Retry as retry:
                     decision = retry.decision
-                    # An attempt may have opened the client's stream (a role chunk, before any
-                    # content) and then failed: the next attempt and `_give` must write to that
-                    # stream, not start a second response on the same connection.
-                    client = job.state.get("client", client)
+                except ProxyError as refused:
+                    # The request cannot be built (a schema too deep or malformed to rewrite):
+                    # the client's to fix, answered before anything was sent for it.
+                    decision = Decision.give(refused.status, refused.body())
+                # An attempt may have opened the client's stream (a role chunk, before any
+                # content) and then failed: the next attempt and `_give` must write to that
+                # stream, not start a second response on the same connection.
+                client = job.state.get("client", client)
                 if decision.action == "return":
                     return await self._give(request, job, client, decision)
                 if decision.wait > 0:
