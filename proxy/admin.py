@@ -7,13 +7,13 @@ set one, rather than being open.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import web
 
+from .auth import bearer, key_matches
 from .errors import ProxyError
 from .timespec import parse_duration
 
@@ -39,9 +39,7 @@ def _require_admin(request: web.Request) -> Proxy:
             "(or server.admin_key_env in the config) to use them.",
             code="admin_disabled",
         )
-    auth = request.headers.get("Authorization", "")
-    given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-    if not given or not hmac.compare_digest(given.encode(), key.encode()):
+    if not key_matches(bearer(request.headers), (key,)):
         raise ProxyError(
             401,
             "Missing or wrong admin key: send 'Authorization: Bearer <admin key>'.",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -21,13 +20,15 @@ import orjson
 from aiohttp import web, web_protocol
 
 from . import logs
+from .auth import bearer, key_matches
 from .capabilities import SNAPSHOT_VERSION, LatchStore, endpoint_id
 from .config import Settings
 from .errors import ProxyError, error_response
 from .events import RequestEvents
+from .headers import REQUEST_ID_HEADER
 from .layer import AgentLayer
 from .metrics import Metrics
-from .pipeline import REQUEST_ID_HEADER, Job, Pipeline, new_request_id
+from .pipeline import Job, Pipeline, new_request_id
 from .routing import Router, merge_listings
 from .snapshots import load_file, save_file, set_aside
 from .upstream import Upstream
@@ -148,25 +149,9 @@ DIRECT_ROUTES = web.AppKey("direct_routes", dict[str, Handler])
 # handler guards itself inline; the other routes get one small wrapper.
 
 
-def _bearer(request: web.Request) -> str | None:
-    auth = request.headers.get("Authorization", "")
-    if auth[:7].lower() == "bearer ":
-        return auth[7:].strip()
-    return request.headers.get("x-api-key") or request.headers.get("api-key")
-
-
-def _key_ok(given: str | None, keys: list[str]) -> bool:
-    if not given:
-        return False
-    ok = False
-    for key in keys:  # compare with every key, in constant time, so timing says nothing
-        ok |= hmac.compare_digest(given.encode(), key.encode())
-    return ok
-
-
 def _check_key(proxy: Proxy, request: web.Request) -> None:
     keys = proxy.settings.client_keys
-    if keys and not _key_ok(_bearer(request), keys):
+    if keys and not key_matches(bearer(request.headers), keys):
         raise ProxyError(
             401,
             "Missing or wrong API key: send one of this proxy's client keys as "

@@ -25,6 +25,7 @@ from aiohttp import web
 from . import events as ev
 from .deadlines import Deadline, Deadlines
 from .errors import ProxyError, error_body, sse_error_event
+from .headers import DROPPED_HEADER, NOTICE_HEADER, REQUEST_ID_HEADER, header_value
 from .overflow import parse_error
 from .sse import DONE, SSEParser, comment, frame, next_block, parse_block, plain_run
 from .upstream import Upstream, forwardable_headers
@@ -33,9 +34,6 @@ if TYPE_CHECKING:
     from .events import RequestEvents
 
 MAX_ERROR_BODY = 1024 * 1024  # an upstream error body larger than this is cut (it is prose)
-NOTICE_HEADER = "x-latchgate-notice"
-DROPPED_HEADER = "x-latchgate-dropped-fields"
-REQUEST_ID_HEADER = "x-latchgate-request-id"
 
 
 @dataclass(slots=True)
@@ -157,12 +155,6 @@ def new_request_id(given: str | None) -> str:
     return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
 
 
-def _header_safe(text: str) -> str:
-    """A header value: one line, ASCII (non-ASCII escaped; headers are Latin-1 on the wire)."""
-    flat = " ".join(text.split())
-    return flat.encode("ascii", "backslashreplace").decode("ascii")[:1000]
-
-
 def add_headers(resp: web.StreamResponse, job: Job) -> None:
     """Headers latchgate adds to a response: the upstream's that matter, the request id, one
     notice header per notice, the dropped fields."""
@@ -172,9 +164,9 @@ def add_headers(resp: web.StreamResponse, job: Job) -> None:
     headers[REQUEST_ID_HEADER] = job.events.request_id
     if job.events.events:  # no events, no notices: the usual case skips the walk
         for notice in job.events.notices:
-            headers.add(NOTICE_HEADER, _header_safe(notice))
+            headers.add(NOTICE_HEADER, header_value(notice))
     if job.dropped:
-        headers[DROPPED_HEADER] = ", ".join(job.dropped)
+        headers[DROPPED_HEADER] = header_value(", ".join(job.dropped))
 
 
 def json_response(job: Job, status: int, body: bytes) -> web.Response:

@@ -18,6 +18,7 @@ from aiohttp import ClientResponse, ClientSession, ClientTimeout, DummyCookieJar
 
 from . import __version__
 from .config import LOCAL_KINDS, UpstreamConfig
+from .headers import header_value
 
 # Response headers worth passing to the client. Everything else (hop-by-hop headers, lengths and
 # encodings that no longer hold after relaying, the upstream's Server header) stays behind.
@@ -48,7 +49,7 @@ def forwardable_headers(headers: Mapping[str, str]) -> dict[str, str]:
             continue  # Date, Server, Content-*, Connection...: not lower-cased to be refused
         low = name.lower()
         if low in FORWARD_RESPONSE_HEADERS or low.startswith(FORWARD_RESPONSE_PREFIXES):
-            out[low] = value
+            out[low] = header_value(value)  # its bytes were the server's choice
     return out
 
 

@@ -1,0 +1,36 @@
+"""Response headers latchgate writes, and the one function that makes client text safe in them.
+
+Header values built from text a client or an upstream chose (a model name quoted in a notice, a
+refused field's name, an upstream's rate-limit header) go through `header_value`, so a control
+character can never break the response: aiohttp refuses CR and LF, and a NUL or an escape byte
+gave some clients an empty reply. Doing it in one place means no route can forget it.
+"""
+
+from __future__ import annotations
+
+import re
+
+NOTICE_HEADER = "x-latchgate-notice"
+DROPPED_HEADER = "x-latchgate-dropped-fields"
+REQUEST_ID_HEADER = "x-latchgate-request-id"
+
+MAX_HEADER_VALUE = 1000  # characters: a notice is one sentence; an upstream's prose is cut here
+
+# After non-ASCII has been escaped, what is left to escape: the C0 controls and DEL.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
+def header_value(text: str, limit: int = MAX_HEADER_VALUE) -> str:
+    """`text` as a header value: one line of printable ASCII, at most `limit` characters.
+
+    Runs of whitespace (line breaks included) become one space; non-ASCII and control
+    characters are written as backslash escapes, so what they were stays readable.
+    """
+    flat = " ".join(text.split())
+    if not (flat.isascii() and flat.isprintable()):
+        flat = _CONTROL.sub(_escape, flat.encode("ascii", "backslashreplace").decode("ascii"))
+    return flat[:limit]

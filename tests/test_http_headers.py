@@ -1,0 +1,88 @@
+"""Headers built from client or upstream text stay valid HTTP, whatever bytes that text holds."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from proxy.headers import header_value
+from tests.conftest import Running
+from tests.fakeupstream import FakeUpstream, Json, completion
+from tests.rawhttp import raw_request
+
+CONTROLS = ["\x00", "\x01", "\x1b", "\x7f", "\r\n", "\u2028", "é"]
+MAX_TOKENS_REFUSAL = {
+    "error": {
+        "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+        "Use 'max_completion_tokens' instead.",
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "unsupported_parameter",
+    }
+}
+
+
+@pytest.mark.parametrize("bad", CONTROLS)
+def test_header_value_is_one_printable_ascii_line(bad: str) -> None:
+    value = header_value(f"model m{bad}x refused {bad}max_tokens")
+    assert value.isascii() and value.isprintable(), value
+    assert "\n" not in value and "\r" not in value
+
+
+def test_header_value_keeps_what_the_bytes_were() -> None:
+    assert header_value("a\x00b") == "a\\x00b"
+    assert header_value("a\x1bb\x7f") == "a\\x1bb\\x7f"
+    assert header_value("café") == "caf\\xe9"
+    assert header_value("two\n lines") == "two lines"
+    assert header_value("x" * 5000) == "x" * 1000
+
+
+@pytest.mark.parametrize("bad", CONTROLS)
+async def test_a_notice_quoting_a_model_name_with_control_characters(
+    lg: Running, fake: FakeUpstream, bad: str
+) -> None:
+    model = f"m{bad}odel"
+    fake.push(Json(MAX_TOKENS_REFUSAL, status=400), Json(completion("Hi", model=model)))
+    body = orjson.dumps(
+        {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5}
+    )
+    got = await raw_request(
+        lg.port, "POST", "/v1/chat/completions", [b"Content-Type: application/json"], body
+    )
+    assert got.status == 200, got.body
+    assert got.json["choices"][0]["message"]["content"] == "Hi"  # type: ignore[index]
+    notices = got.all("x-latchgate-notice")
+    assert any("max_completion_tokens" in n for n in notices), notices
+    for notice in notices:
+        assert notice.isascii() and notice.isprintable()
+
+
+@pytest.mark.parametrize("bad", CONTROLS)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_notice_quoting_a_schema_property_name_with_control_characters(
+    lg: Running, fake: FakeUpstream, bad: str, stream: bool
+) -> None:
+    # Contradictory bounds under a property whose name holds the bytes: in sanitise mode they are
+    # dropped, with a notice that names where.
+    name = f"p{bad}q"
+    params = {
+        "type": "object",
+        "properties": {name: {"type": "array", "minItems": 5, "maxItems": 2}},
+    }
+    lg.proxy.upstreams["fake"].config.schema_mode = "sanitise"
+    body = orjson.dumps(
+        {
+            "model": "m",
+            "stream": stream,
+            "messages": [{"role": "user", "content": "Hi"}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": params}}],
+        }
+    )
+    got = await raw_request(
+        lg.port, "POST", "/v1/chat/completions", [b"Content-Type: application/json"], body
+    )
+    assert got.status == 200, got.body
+    notices = got.all("x-latchgate-notice")
+    assert any("minItems" in n or "maxItems" in n for n in notices), notices
+    for notice in notices:
+        assert notice.isascii() and notice.isprintable()
