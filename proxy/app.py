@@ -22,11 +22,12 @@ from aiohttp import web, web_protocol
 from . import logs
 from .auth import bearer, key_matches
 from .capabilities import SNAPSHOT_VERSION, LatchStore, endpoint_id
-from .config import Settings
+from .config import Settings, configured_secrets
 from .errors import ProxyError, error_response
 from .events import RequestEvents
 from .headers import REQUEST_ID_HEADER
 from .layer import AgentLayer
+from .masking import Masker, short_secrets
 from .metrics import Metrics
 from .pipeline import Job, Pipeline, new_request_id
 from .routing import Router, merge_listings
@@ -49,6 +50,8 @@ class Proxy:
         self.metrics = Metrics(model_cap=settings.model_label_cap)
         self.store = LatchStore()
         self.log = logs.get_logger()
+        self.masker = Masker(configured_secrets(settings))
+        logs.mask_secrets(self.masker)
         self.layer = AgentLayer(self)
         self.listeners = (self.metrics.on_event,)  # every request's event listeners
         self.pipeline = Pipeline(self.layer, on_attempt=self._count_attempt)
@@ -56,15 +59,8 @@ class Proxy:
         self._save_lock = asyncio.Lock()
 
     def mask(self, text: str) -> str:
-        """`text` with every configured key replaced: upstreams echo keys in their errors."""
-        secrets = [u.api_key for u in self.settings.upstreams if u.api_key]
-        secrets += self.settings.client_keys
-        if self.settings.admin_key:
-            secrets.append(self.settings.admin_key)
-        for secret in secrets:
-            if len(secret) >= 4:
-                text = text.replace(secret, "[REDACTED]")
-        return text
+        """`text` with every configured secret replaced: upstreams echo keys in their errors."""
+        return self.masker.text(text)
 
     def _count_attempt(self, job: Job, status: str) -> None:
         self.metrics.upstream_attempt(
@@ -123,6 +119,13 @@ class Proxy:
             await asyncio.sleep(self.settings.probe_interval)
 
     async def startup(self, _app: web.Application) -> None:
+        if short := short_secrets(configured_secrets(self.settings)):
+            self.log.warning(
+                "short_secret",
+                message=f"{short} configured key(s) are shorter than 8 characters: too short to "
+                "be masked in answers without garbling them, and too short to be secret. Use "
+                "longer keys.",
+            )
         self.load_state()
         self._probe_task = asyncio.create_task(self._probe_loop())
 
@@ -296,15 +299,21 @@ def _job(
     events = RequestEvents(
         request_id=rid, upstream=name, model=model, listeners=proxy.listeners
     )
+    upstream = proxy.upstreams[name]
+    client_auth = request.headers.get("Authorization")
+    masker = proxy.masker
+    if upstream.config.forward_client_auth and client_auth:
+        masker = masker.with_secret(bearer(request.headers))  # what latchgate sends on its behalf
     return Job(
-        upstream=proxy.upstreams[name],
+        upstream=upstream,
         route=route,
         path=path,
         raw=raw,
         body=body,
         stream=body.get("stream") is True,
         events=events,
-        client_auth=request.headers.get("Authorization"),
+        client_auth=client_auth,
+        masker=masker,
     )
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 KINDS = ("auto", "openai", "llama.cpp", "ollama", "vllm", "lmstudio", "generic")
 LOCAL_KINDS = ("llama.cpp", "ollama", "vllm", "lmstudio")
@@ -307,3 +308,24 @@ def check_security(settings: Settings) -> None:
             "required: set LATCHGATE_CLIENT_KEYS (comma-separated) or server.client_keys_env in "
             "the config file"
         )
+
+
+def configured_secrets(settings: Settings) -> list[str]:
+    """Every secret the settings hold: upstream keys, passwords and key parameters in upstream
+    URLs, client keys and the admin key (what must never leave latchgate)."""
+    found: list[str] = [*settings.client_keys]
+    if settings.admin_key:
+        found.append(settings.admin_key)
+    for upstream in settings.upstreams:
+        if upstream.api_key:
+            found.append(upstream.api_key)
+        url = urlsplit(upstream.base_url)
+        if url.password:
+            found.append(url.password)
+        for name, value in parse_qsl(url.query):
+            if _SECRET_PARAM.search(name.lower()):
+                found.append(value)
+    return found
+
+
+_SECRET_PARAM = re.compile(r"key|token|secret|password|sig")

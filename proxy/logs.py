@@ -22,8 +22,7 @@ from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
 
 from proxy import events as ev
 from proxy.events import RequestEvents
-
-REDACTED = "[REDACTED]"
+from proxy.masking import REDACTED, Masker
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -69,8 +68,20 @@ def is_secret_name(name: str) -> bool:
     return not (found.group().startswith("token") and _TOKEN_NOT_SECRET.search(n))
 
 
+# The configured secrets of the running proxy, masked exactly in every string of every line (a
+# key need not look like one to the patterns above). Set by `mask_secrets` when a proxy starts.
+_secrets = Masker()
+
+
+def mask_secrets(masker: Masker) -> None:
+    """Mask these secrets (besides the patterns) in every log line from now on."""
+    global _secrets
+    _secrets = masker
+
+
 def redact_text(text: str) -> str:
-    """Mask bearer credentials, `sk-...` keys and key query parameters inside `text`."""
+    """Mask configured secrets, bearer credentials, `sk-...` keys and key query parameters."""
+    text = _secrets.text(text)
     if _TEXT_HINT.search(text) is None:
         return text
     for pattern, replacement in _TEXT_PATTERNS:

@@ -26,6 +26,7 @@ from . import events as ev
 from .deadlines import Deadline, Deadlines
 from .errors import ProxyError, error_body, sse_error_event
 from .headers import DROPPED_HEADER, NOTICE_HEADER, REQUEST_ID_HEADER, header_value
+from .masking import Masker
 from .overflow import parse_error
 from .sse import DONE, SSEParser, comment, frame, next_block, parse_block, plain_run
 from .upstream import Upstream, forwardable_headers
@@ -64,6 +65,7 @@ class Job:
     stream: bool
     events: RequestEvents
     client_auth: str | None = None
+    masker: Masker = field(default_factory=Masker)  # secrets its answer must not carry
     started: float = field(default_factory=time.perf_counter)
     upstream_wait: float = 0.0
     attempts: int = 0
@@ -164,7 +166,7 @@ def add_headers(resp: web.StreamResponse, job: Job) -> None:
     headers[REQUEST_ID_HEADER] = job.events.request_id
     if job.events.events:  # no events, no notices: the usual case skips the walk
         for notice in job.events.notices:
-            headers.add(NOTICE_HEADER, header_value(notice))
+            headers.add(NOTICE_HEADER, header_value(job.masker.text(notice)))
     if job.dropped:
         headers[DROPPED_HEADER] = header_value(", ".join(job.dropped))
 
@@ -263,10 +265,11 @@ class Pipeline:
     ) -> web.StreamResponse:
         job.status = d.status
         if client is None or not client.prepared:
-            return json_response(job, d.status, d.body)
+            return json_response(job, d.status, job.masker.bytes(d.body))
         # The stream's headers went out already: the error goes as one SSE event instead (one
         # line: a pretty-printed upstream body would break the event apart).
-        await self._write(client, self._with_notices(job, frame(_compact_error(d.status, d.body))))
+        event = frame(_compact_error(d.status, job.masker.bytes(d.body)))
+        await self._write(client, self._with_notices(job, event))
         await self._end(client)
         return client
 
@@ -304,7 +307,10 @@ class Pipeline:
         finally:
             job.upstream_wait += time.perf_counter() - t0
         self.on_attempt(job, str(resp.status))
-        job.upstream_headers = forwardable_headers(resp.headers)
+        headers = forwardable_headers(resp.headers)
+        if headers and job.masker:
+            headers = {name: job.masker.text(value) for name, value in headers.items()}
+        job.upstream_headers = headers
         return resp
 
     def _release(self, resp: aiohttp.ClientResponse) -> None:
@@ -358,7 +364,8 @@ class Pipeline:
         finally:
             job.upstream_wait += time.perf_counter() - t0
             resp.close()
-        decision = self.layer.on_error(job, resp.status, resp.headers, bytes(raw))
+        # Masked before anything reads it: upstreams echo the key they were sent in errors.
+        decision = self.layer.on_error(job, resp.status, resp.headers, job.masker.bytes(bytes(raw)))
         raise _Retry(decision)
 
     async def _whole_attempt(self, job: Job) -> web.StreamResponse:
@@ -371,7 +378,7 @@ class Pipeline:
                     await self._check_status(job, resp)
                 t0 = time.perf_counter()
                 try:
-                    raw = await resp.read()
+                    raw = job.masker.bytes(await resp.read())
                 finally:
                     job.upstream_wait += time.perf_counter() - t0
                     resp.release()
@@ -439,6 +446,7 @@ class Pipeline:
         processor: StreamProcessor | None = None
         forward_usage = self.layer.forward_usage(job)
         parser = SSEParser()
+        masker = job.masker
         finished = done = pending_carries = False
         pending: list[bytes] = []  # events held for the final write
         resp: aiohttp.ClientResponse | None = None
@@ -471,7 +479,7 @@ class Pipeline:
                     batch: list[bytes] = []
                     carries = skimmed = False
                     complete: bool | None = None  # whether this read ends the answer (see below)
-                    region = parser.feed(chunk)
+                    region = masker.bytes(parser.feed(chunk))  # whole events: no key is split
                     pos, size = 0, len(region)
                     while pos < size:
                         if (
@@ -669,7 +677,7 @@ class Pipeline:
         watchdog: Deadline,
     ) -> web.StreamResponse:
         """The server ignored `stream: true` and answered whole: stream that answer ourselves."""
-        raw = await resp.read()
+        raw = job.masker.bytes(await resp.read())
         watchdog.reschedule(None)  # the answer is in hand: writing it is the client's time
         parsed = _loads(raw)
         if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
@@ -747,7 +755,7 @@ class Pipeline:
         if len(notices) <= sent:
             return data
         job.state["notices_sent"] = len(notices)
-        return b"".join(comment(n) for n in notices[sent:]) + data
+        return b"".join(comment(job.masker.text(n)) for n in notices[sent:]) + data
 
     def _translate(
         self,
@@ -822,9 +830,8 @@ class Pipeline:
         job.status = status
         if client is None:
             client = await self._prepare_client(request, job)
-        await self._write(
-            client, self._with_notices(job, sse_error_event(status, message, code=code))
-        )
+        event = sse_error_event(status, job.masker.text(message), code=code)
+        await self._write(client, self._with_notices(job, event))
         await self._end(client)
         return client
 
@@ -867,6 +874,7 @@ class Pipeline:
                         add_headers(client, job)
                         await client.prepare(request)
                         job.state["client"] = client
+                    chunk = job.masker.bytes(chunk)
                     if not job.stream:
                         await self._write(client, chunk)
                         continue
