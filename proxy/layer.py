@@ -332,15 +332,6 @@ class AgentLayer:
         tools = job.body.get("tools")
         return tools if isinstance(tools, list) and tools else None
 
-    def may_change_whole(self, job: Job, raw: bytes) -> bool:
-        """Whether `whole` might change this answer: tools were declared, JSON was asked for in
-        words, or the server sent tool calls whose arguments may need repair."""
-        return (
-            self._tools(job) is not None
-            or bool(job.state.get("in_words"))
-            or b'"tool_calls"' in raw
-        )
-
     def whole(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | None:
         changed: dict[str, Any] | None = None
         state = job.state

@@ -49,7 +49,11 @@ _TOKEN_NOT_SECRET = re.compile(
 # `_TEXT_HINT` is one cheap search that lets the common string (no secret) skip the three subs.
 _TEXT_HINT = re.compile(r"(?i)bearer|basic|sk-|[?&](?:key|api|access|token)")
 _TEXT_PATTERNS = (
-    (re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"',;]*[^\s\"',;.]"), r"\1 " + REDACTED),
+    # The scheme word may repeat ("Bearer Bearer sk-..." from a client that doubled it).
+    (
+        re.compile(r"(?i)\b(bearer|basic)(?:\s+(?:bearer|basic)\b)*\s+[^\s\"',;]*[^\s\"',;.]"),
+        r"\1 " + REDACTED,
+    ),
     (re.compile(r"\bsk-[A-Za-z0-9_\-]{3,}"), "sk-" + REDACTED),
     (
         re.compile(r"(?i)([?&](?:key|api_key|api-key|access_token|token)=)[^&\s\"']+"),

@@ -23,12 +23,14 @@ import orjson
 from aiohttp import web
 
 from . import events as ev
+from .answers import judge
+from .answers import message as answer_message
 from .deadlines import Deadline, Deadlines
 from .errors import ProxyError, error_body, sse_error_event
 from .headers import DROPPED_HEADER, NOTICE_HEADER, REQUEST_ID_HEADER, header_value
 from .masking import Masker
 from .overflow import parse_error
-from .sse import DONE, SSEParser, comment, frame, next_block, parse_block, plain_run
+from .sse import DONE, EventTooLarge, SSEParser, comment, frame, next_block, parse_block, plain_run
 from .upstream import Upstream, forwardable_headers
 
 if TYPE_CHECKING:
@@ -101,8 +103,6 @@ class Layer(Protocol):
     def on_failure(self, job: Job, reason: str, detail: str) -> Decision: ...
 
     def whole(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | None: ...
-
-    def may_change_whole(self, job: Job, raw: bytes) -> bool: ...
 
     def stream_processor(self, job: Job) -> StreamProcessor | None: ...
 
@@ -368,12 +368,27 @@ class Pipeline:
         decision = self.layer.on_error(job, resp.status, resp.headers, job.masker.bytes(bytes(raw)))
         raise _Retry(decision)
 
-    async def _whole_attempt(self, job: Job) -> web.StreamResponse:
-        limit = job.upstream.config.request_timeout
+    async def _read_whole(self, job: Job) -> tuple[aiohttp.ClientResponse, bytes]:
+        """One attempt of a whole (non-streamed) request: its response and its body, masked.
+
+        The first-token timeout runs until the server starts answering (its status line): a
+        server that accepted the request and says nothing is retried like a silent stream. From
+        then on, `request_timeout` bounds the whole exchange.
+        """
+        cfg = job.upstream.config
+        now = self.deadlines.loop().time()
+        first = cfg.effective_first_token_timeout
+        total = now + cfg.request_timeout if cfg.request_timeout > 0 else None
+        start = now + first if first > 0 else None
+        # The first-token limit matters only when it is the nearer of the two.
+        waiting_start = start is not None and (total is None or start < total)
+        timer = self.deadlines.at(start if waiting_start else total)
+        answering = False
         try:
-            loop = self.deadlines.loop()
-            with self.deadlines.at(loop.time() + limit if limit > 0 else None):
+            with timer:
                 resp = await self._open(job)
+                answering = True
+                timer.reschedule(total)
                 if resp.status >= 400:  # checked here: no coroutine for the usual answer
                     await self._check_status(job, resp)
                 t0 = time.perf_counter()
@@ -383,34 +398,50 @@ class Pipeline:
                     job.upstream_wait += time.perf_counter() - t0
                     resp.release()
         except TimeoutError:
+            if answering or not waiting_start:
+                detail = f"no complete answer within {cfg.request_timeout:g} s"
+                raise _Retry(self.layer.on_failure(job, "timeout", detail)) from None
+            job.events.emit(
+                ev.SILENT,
+                f"{job.upstream.name} did not start answering within {first:g} s.",
+                phase="first_token",
+            )
             raise _Retry(
-                self.layer.on_failure(job, "timeout", f"no complete answer within {limit:g} s")
+                self.layer.on_failure(job, "silent", f"no answer within {first:g} s")
             ) from None
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             raise _Retry(
                 self.layer.on_failure(job, "connect", f"{type(exc).__name__}: {exc}")
             ) from None
-        ctype = resp.headers.get("Content-Type", "application/json")
+        return resp, raw
+
+    def _judged(self, job: Job, resp: aiohttp.ClientResponse, raw: bytes) -> Any:
+        """A 2xx body, parsed, when it is what the route promises; else the attempt's decision
+        is raised: an error object in a 200 is judged as the error it is, anything else is a
+        502 (not retried: the server did answer, with something broken)."""
+        parsed = _loads(raw)
+        bad = judge(job.route, parsed, raw, resp.headers.get("Content-Type", ""))
+        if bad is None:
+            return parsed
+        if bad.status is not None:
+            raise _Retry(self.layer.on_error(job, bad.status, resp.headers, raw))
+        job.state["upstream_error"] = f"HTTP {resp.status} with {bad.what}"
+        body = error_body(502, answer_message(job.upstream.name, job.route, bad),
+                          code="upstream_bad_answer")
+        raise _Retry(Decision.give(502, body))
+
+    async def _whole_attempt(self, job: Job) -> web.StreamResponse:
+        resp, raw = await self._read_whole(job)
+        parsed = self._judged(job, resp, raw)
         job.status = resp.status
-        if job.route == "chat" and "json" in ctype:
-            skimmed = None if self.layer.may_change_whole(job, raw) else skim_usage(raw)
-            if skimmed is not None:
-                # Nothing in this answer can change: it goes out as it came, and only its usage
-                # is read (a long answer is not parsed just to count its tokens).
-                usage, cache_n = skimmed
-                if cache_n is not None:
-                    job.state["cache_n"] = cache_n
-                if usage is not None:
-                    job.usage = usage
-                    self.layer.on_usage(job, usage)
-            else:
-                parsed = _loads(raw)
-                if isinstance(parsed, dict):
-                    changed = self._whole_body(job, parsed)
-                    if changed is not None:
-                        raw = orjson.dumps(changed)
+        if isinstance(parsed, dict):
+            # Parsed whole: orjson reads a typical answer faster than any skim of its bytes
+            # could find the usage, and the shape had to be checked anyway.
+            changed = self._whole_body(job, parsed)
+            if changed is not None:
+                raw = orjson.dumps(changed)
         out = web.Response(status=resp.status, body=raw)
-        out.headers["Content-Type"] = ctype
+        out.headers["Content-Type"] = resp.headers.get("Content-Type", "application/json")
         add_headers(out, job)
         return out
 
@@ -420,6 +451,8 @@ class Pipeline:
             job.usage = parsed["usage"]
             _note_cache(job, parsed)
             self.layer.on_usage(job, parsed["usage"])
+        if job.route != "chat":
+            return None
         return self.layer.whole(job, parsed)
 
     async def _prepare_client(self, request: web.Request, job: Job) -> web.StreamResponse:
@@ -596,6 +629,8 @@ class Pipeline:
             raise _Retry(
                 self.layer.on_error(job, err.status, resp.headers if resp else {}, err.data)
             ) from None
+        except EventTooLarge as err:
+            return await self._too_large(request, job, client, err)
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             return await self._failed(
                 request,
@@ -647,6 +682,28 @@ class Pipeline:
                 "upstream_incomplete",
             )
         return await self._done(request, job, client, pending, pending_carries)
+
+    async def _too_large(
+        self,
+        request: web.Request,
+        job: Job,
+        client: web.StreamResponse | None,
+        err: EventTooLarge,
+    ) -> web.StreamResponse:
+        """The upstream's stream has no event ends in sight: a broken server, not a transient
+        failure (a retry would read the same megabytes again), so it is never retried."""
+        message = (
+            f"The upstream {job.upstream.name} sent more than {err.limit} bytes without ending "
+            "an SSE event, so latchgate stopped reading it. Check that the server sends an event "
+            "stream (events end with a blank line)."
+        )
+        job.state["upstream_error"] = f"stream: {err}"
+        if job.relayed:
+            return await self._end_with_error(
+                request, job, client, 502, message, "upstream_bad_stream"
+            )
+        body = error_body(502, message, code="upstream_bad_stream")
+        return await self._give(request, job, client, Decision.give(502, body))
 
     async def _done(
         self,
@@ -852,79 +909,118 @@ class Pipeline:
             raise asyncio.CancelledError() from None
 
     async def _raw_attempt(self, request: web.Request, job: Job) -> web.StreamResponse:
-        """One attempt of a plain relay. Whole requests get `request_timeout`; streams get the
-        first-token and idle watchdog, on the bytes as they come."""
+        """One attempt of a plain relay: a whole answer judged before it goes out, or a stream
+        relayed event by event."""
+        if job.stream:
+            return await self._raw_stream_attempt(request, job)
+        resp, raw = await self._read_whole(job)
+        return self._raw_whole(job, resp, raw)
+
+    def _raw_whole(self, job: Job, resp: aiohttp.ClientResponse, raw: bytes) -> web.Response:
+        parsed = self._judged(job, resp, raw)
+        if isinstance(parsed, dict):
+            self._whole_body(job, parsed)  # its usage, for the token counts
+        job.status = resp.status
+        out = web.Response(status=resp.status, body=raw)
+        out.headers["Content-Type"] = resp.headers.get("Content-Type", "application/json")
+        add_headers(out, job)
+        return out
+
+    async def _raw_stream_attempt(
+        self, request: web.Request, job: Job
+    ) -> web.StreamResponse:
+        """A plain stream: whole events relayed as they complete (masked, unread otherwise),
+        under the first-token and idle watchdog. A stream that ends without `[DONE]` or a
+        finish reason is an error to the client, as on the chat route."""
         cfg = job.upstream.config
         loop = self.deadlines.loop()
-        limit = cfg.effective_first_token_timeout if job.stream else cfg.request_timeout
-        timer = self.deadlines.at(loop.time() + limit if limit > 0 else None)
+        first, idle = cfg.effective_first_token_timeout, cfg.idle_timeout
+        timer = self.deadlines.at(loop.time() + first if first > 0 else None)
+        parser = SSEParser()
         client: web.StreamResponse | None = None
         resp: aiohttp.ClientResponse | None = None
-        status, ctype = 502, "application/json"
+        ended = False  # [DONE] or a finish reason came
         try:
             with timer:
                 resp = await self._open(job)
                 if resp.status >= 400:  # checked here: no coroutine for the usual answer
                     await self._check_status(job, resp)
-                status, ctype = resp.status, resp.headers.get("Content-Type", ctype)
+                if "event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
+                    raw = job.masker.bytes(await resp.read())
+                    return self._raw_whole(job, resp, raw)  # the server ignored `stream`
                 async for chunk in resp.content.iter_any():
-                    if client is None:  # opened at the first bytes, so a silent try is retried
-                        client = _Relayed(status=status)
-                        client.headers["Content-Type"] = ctype
-                        add_headers(client, job)
-                        await client.prepare(request)
-                        job.state["client"] = client
-                    chunk = job.masker.bytes(chunk)
-                    if not job.stream:
-                        await self._write(client, chunk)
+                    region = job.masker.bytes(parser.feed(chunk))  # whole events: no key split
+                    if not region:
                         continue
+                    ended = ended or _RAW_END.search(region) is not None
+                    if client is None:  # opened at the first event, so a silent try is retried
+                        client = await self._prepare_raw_client(request, job, resp)
                     timer.reschedule(None)  # the client's write time is not the upstream's
-                    await self._write(client, chunk)
+                    await self._write(client, region)
                     job.relayed = True
-                    idle = cfg.idle_timeout
                     timer.reschedule(loop.time() + idle if idle > 0 else None)
+                for event in parser.close():
+                    ended = ended or event.data == DONE
             resp.release()
             resp = None
         except TimeoutError:
+            limit = idle if job.relayed else first
             return await self._raw_failed(
-                job, client, "timeout", 504, f"no answer within {limit:g} s"
+                request, job, client, "timeout", 504, f"went silent for {limit:g} s"
             )
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-            return await self._raw_failed(
-                job, client, "connect", 502, f"{type(exc).__name__}: {exc}"
-            )
+            detail = f"broke the connection ({type(exc).__name__}: {exc})"
+            return await self._raw_failed(request, job, client, "connect", 502, detail)
+        except EventTooLarge as err:
+            return await self._too_large(request, job, client, err)
         finally:
             if resp is not None:
                 resp.close()
-        job.status = status
-        if client is None:  # an empty body
-            out = web.Response(status=status)
-            add_headers(out, job)
-            return out
+        if not ended:
+            detail = "ended the stream without finishing the answer (no finish reason, no [DONE])"
+            return await self._raw_failed(request, job, client, "connect", 502, detail)
+        assert client is not None  # an ended stream had an event
+        job.status = 200
         await self._end(client)
         return client
 
-    async def _raw_failed(
-        self, job: Job, client: web.StreamResponse | None, reason: str, status: int, detail: str
+    async def _prepare_raw_client(
+        self, request: web.Request, job: Job, resp: aiohttp.ClientResponse
     ) -> web.StreamResponse:
-        """A plain relay failed: retried while nothing was sent, else the answer is cut off (a
-        stream ends with an error event; a whole body cannot say more than stopping short)."""
-        if client is None:
-            raise _Retry(self.layer.on_failure(job, reason, detail))
-        job.status = status
-        if "event-stream" in client.headers.get("Content-Type", ""):
-            what = "went silent" if reason == "timeout" else "broke the connection"
-            await self._write(
-                client,
-                sse_error_event(
-                    status,
-                    f"The upstream {job.upstream.name} {what} mid-stream ({detail}); the answer "
-                    "is incomplete. Retry the request.",
-                    code="upstream_error",
-                ),
-            )
-        await self._end(client)
+        client = _Relayed(status=resp.status)
+        client.headers["Content-Type"] = resp.headers.get("Content-Type", "text/event-stream")
+        client.headers["Cache-Control"] = "no-cache"
+        add_headers(client, job)
+        try:
+            await client.prepare(request)
+        except ConnectionResetError:
+            raise _ClientGone() from None
+        job.state["client"] = client
         return client
+
+    async def _raw_failed(
+        self,
+        request: web.Request,
+        job: Job,
+        client: web.StreamResponse | None,
+        reason: str,
+        status: int,
+        detail: str,
+    ) -> web.StreamResponse:
+        """A plain stream failed: retried while nothing reached the client, else ended with an
+        error event saying what the upstream did."""
+        if not job.relayed:
+            raise _Retry(self.layer.on_failure(job, reason, detail))
+        message = (
+            f"The upstream {job.upstream.name} {detail} mid-stream; the answer is incomplete. "
+            "Retry the request."
+        )
+        code = "upstream_timeout" if status == 504 else "upstream_incomplete"
+        return await self._end_with_error(request, job, client, status, message, code)
+
+
+# The end of a plain stream: a `[DONE]` event or a finish reason (completions streams carry one).
+_RAW_END = re.compile(rb'(?:^|\n)data: ?\[DONE\]\n|"finish_reason"\s*:\s*"')
 
 
 def _finishes(region: bytes, start: int, end: int) -> bool:
@@ -950,39 +1046,6 @@ def _chunk_has_content(chunk: dict[str, Any]) -> bool:
     return isinstance(choices, list) and any(
         isinstance(c, dict) and _has_content(c.get("delta")) for c in choices
     )
-
-
-# A usage object of numbers, nested at most one level (OpenAI's *_tokens_details): no strings, so
-# a brace cannot hide inside one. Quotes inside JSON strings are escaped, so `"usage"` followed by
-# a colon is only ever a key.
-_USAGE = re.compile(rb'"usage"\s*:\s*(\{(?:[^{}"]|"[A-Za-z_]+"|\{(?:[^{}"]|"[A-Za-z_]+")*\})*\})')
-_CACHE_N = re.compile(rb'"cache_n"\s*:\s*(\d+)\s*[,}]')
-
-
-def skim_usage(raw: bytes) -> tuple[dict[str, Any] | None, int | None] | None:
-    """A whole answer's usage report and llama.cpp's `timings.cache_n`, read without parsing
-    the answer; None when the bytes are not plain enough to be sure (then parse it whole)."""
-    usage: dict[str, Any] | None = None
-    at = raw.find(b'"usage"')
-    if at >= 0:
-        if raw.find(b'"usage"', at + 7) >= 0:
-            return None  # a nested key of the same name somewhere: only a parse can tell
-        found = _USAGE.match(raw, at)
-        if found is None:
-            return None
-        usage = _loads(found.group(1))
-        if not isinstance(usage, dict):
-            return None
-    cache_n = None
-    at = raw.find(b'"cache_n"')
-    if at >= 0:
-        if raw.find(b'"cache_n"', at + 9) >= 0:
-            return None
-        match = _CACHE_N.match(raw, at)
-        if match is None:
-            return None
-        cache_n = int(match.group(1))
-    return usage, cache_n
 
 
 def _note_cache(job: Job, body: dict[str, Any]) -> None:

@@ -24,13 +24,34 @@ class SSEEvent:
     comment: bytes | None = None
 
 
+MAX_EVENT_BYTES = 16 * 1024 * 1024  # one event's bytes before it ends, at most (see EventTooLarge)
+
+
+class EventTooLarge(ValueError):
+    """An upstream sent more than the limit without ending an event: a broken stream (no event
+    separator at all), or an event no client could want. Never buffered further."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"an event grew past {limit} bytes without ending")
+        self.limit = limit
+
+
 class SSEParser:
-    """Incremental SSE splitter: give it bytes, get back the raw events they completed."""
+    """Incremental SSE splitter: give it bytes, get back the raw events they completed.
 
-    __slots__ = ("_buf",)
+    Linear in what it is fed: the unfinished tail is kept as a list of pieces (joined once, when
+    its event ends) and each read is searched only where it is new, so a server that never sends
+    a blank line costs one pass over its bytes, not one pass per read over all of them. The tail
+    is bounded by `limit`; past it `feed` raises `EventTooLarge`.
+    """
 
-    def __init__(self) -> None:
-        self._buf = b""
+    __slots__ = ("_cr", "_pending", "_size", "limit")
+
+    def __init__(self, limit: int = MAX_EVENT_BYTES) -> None:
+        self._pending: list[bytes] = []  # the unfinished event, in pieces
+        self._size = 0
+        self._cr = False  # the last read ended in CR: maybe half of a CRLF
+        self.limit = limit
 
     def blocks(self, chunk: bytes) -> list[bytes]:
         """The raw events `chunk` completed, each without its blank line (LF line ends)."""
@@ -46,23 +67,42 @@ class SSEParser:
     def feed(self, chunk: bytes) -> bytes:
         """The whole events `chunk` completed, as one run of bytes (LF line ends, each event
         ending in a blank line; empty when none): for a caller that walks them itself."""
-        buf = self._buf + chunk if self._buf else chunk
-        if b"\r" in buf:
+        if self._cr:
+            chunk = b"\r" + chunk
+            self._cr = False
+        if b"\r" in chunk:
             # Normalise CR and CRLF to LF. A CR at the very end might be half of a CRLF: keep it.
-            tail = b""
-            if buf.endswith(b"\r"):
-                buf, tail = buf[:-1], b"\r"
-            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + tail
-        end = buf.rfind(b"\n\n") + 2
-        if end == 1:  # no blank line yet: nothing complete
-            self._buf = buf
+            if chunk.endswith(b"\r"):
+                chunk, self._cr = chunk[:-1], True
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        end = chunk.rfind(b"\n\n") + 2
+        if end == 1 and self._pending and chunk[:1] == b"\n" and self._pending[-1][-1:] == b"\n":
+            end = 1  # the blank line straddles the reads: one LF before, one in this chunk
+        elif end == 1:
+            self._hold(chunk)
             return b""
-        self._buf = buf[end:]
-        return buf[:end] if end < len(buf) else buf
+        if not self._pending:
+            if end == len(chunk):
+                return chunk  # the usual read: whole events and nothing after
+            self._hold(chunk[end:])
+            return chunk[:end]
+        pending, self._pending, self._size = self._pending, [], 0
+        self._hold(chunk[end:])
+        return b"".join((*pending, chunk[:end]))
+
+    def _hold(self, rest: bytes) -> None:
+        if not rest:
+            return
+        self._size += len(rest)
+        if self._size > self.limit:
+            self._pending, self._size = [], 0
+            raise EventTooLarge(self.limit)
+        self._pending.append(rest)
 
     def close(self) -> list[SSEEvent]:
         """The last event of a stream that ended without a blank line, if any."""
-        rest, self._buf = self._buf.strip(b"\n"), b""
+        rest = b"".join(self._pending).strip(b"\n")
+        self._pending, self._size, self._cr = [], 0, False
         if not rest:
             return []
         event = parse_block(rest)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 
@@ -208,14 +209,44 @@ async def test_whole_request_timeout_then_success(
     assert reply.choices[0].message.content == "Hello!"
 
 
-async def test_whole_requests_ignore_the_stream_watchdog(
+async def test_whole_requests_ignore_the_idle_timeout(
     fake: FakeUpstream, start_proxy: StartProxy
 ) -> None:
-    lg = await start(start_proxy, fake, first_token_timeout=0.1, idle_timeout=0.1,
+    # Idle time is between stream chunks; a whole answer has none. (The first-token timeout does
+    # apply to whole requests: see the next test.)
+    lg = await start(start_proxy, fake, first_token_timeout=0, idle_timeout=0.1,
                      request_timeout=0)
     fake.push(Json(completion("slow"), delay=0.5))
     reply = await lg.client().chat.completions.create(model=MODEL, messages=MSG)
     assert reply.choices[0].message.content == "slow"
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("path", ["/chat/completions", "/completions", "/embeddings"])
+async def test_a_whole_request_to_a_silent_upstream_is_retried_then_504(
+    fake: FakeUpstream, start_proxy: StartProxy, path: str
+) -> None:
+    # No byte of the answer within the first-token timeout: retried (budget 1), then 504, long
+    # before request_timeout (600 s).
+    lg = await start(start_proxy, fake, first_token_timeout=0.2, retries=1)
+    fake.push(Hang(), Hang())
+    async with aiohttp.ClientSession() as s:
+        body = {"model": MODEL, "messages": MSG, "prompt": "Hi", "input": "Hi"}
+        async with s.post(lg.base_url + path, json=body) as resp:
+            got = await resp.json()
+            assert resp.status == 504, got
+    assert got["error"]["code"] == "upstream_timeout"
+    assert len(fake.requests) == 2
+    assert silent(lg, "first_token") == 2
+
+
+async def test_a_whole_request_that_starts_answering_in_time_is_not_cut(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    lg = await start(start_proxy, fake, first_token_timeout=0.5)
+    fake.push(Json(completion("in time"), delay=0.1))
+    reply = await lg.client().chat.completions.create(model=MODEL, messages=MSG)
+    assert reply.choices[0].message.content == "in time"
     assert len(fake.requests) == 1
 
 
