@@ -12,11 +12,17 @@ Everything here is pure. Results are cached per distinct schema (an agent sends 
 on every turn). Cached schemas are shared between requests: callers must treat every schema this
 module returns as read-only (serialise it, never mutate it). We do not deep-freeze them because
 orjson cannot serialise `MappingProxyType` and freezing would cost more than the sanitising saves.
+
+A schema that cannot be walked safely is refused with `SchemaError`, a 400 naming the field:
+nested beyond `MAX_DEPTH` schema levels (or too deep for orjson to encode at all), or expanding
+to more than `MAX_NODES` schema objects when its local pointers are inlined. Refusals are cached
+like results, so a client that resends one pays no new walk.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -24,7 +30,24 @@ from urllib.parse import unquote
 
 import orjson
 
+from .errors import ProxyError
+
 KNOWN_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
+# How many schema objects may nest inside one another (the root counts; a `$ref` inlined counts
+# as a level). Real tool schemas stay near 10 (OpenAI's strict mode allows 10). The limit keeps
+# every walk here far from Python's recursion limit, and what sanitising sends encodable: its
+# rewrites put a subschema at most 6 JSON levels below its parent (`allOf: [{anyOf: [{type,
+# properties: {name: ...}}]}]`), so 32 levels stay under orjson's 254 with the body around them.
+MAX_DEPTH = 32
+# How many schema objects sanitising one schema may produce. Inlining local pointers
+# (`#/properties/a`) can multiply a small schema: 1.6 KB of pointers to pairs of pointers
+# expanded to 13 MB in 8 s of blocked event loop. Real agent schemas produce hundreds.
+MAX_NODES = 50_000
+# orjson's own nesting limit for encoding (a parsed body may nest up to 1024).
+_JSON_DEPTH = 254
+# The field a schema outside any request body is named by: `sanitise` is called on its own only
+# for a response format's schema (when it is moved into the system prompt).
+RESPONSE_SCHEMA_PARAM = "response_format.json_schema.schema"
 # Keywords whose value is one schema, a name->schema map, or a list of schemas.
 _SINGLE = (
     "items",
@@ -107,14 +130,56 @@ _ROOT_DROPPED = ("allOf", "anyOf", "oneOf", "enum", "not", "nullable")
 _LOOKAROUND = re.compile(r"(?<!\\)(?:\\\\)*\(\?<?[=!]")
 
 
-class SchemaContradiction(ValueError):
+class SchemaError(ProxyError):
+    """A client schema latchgate refuses to rewrite or send: answered 400, naming the field.
+
+    A ProxyError, so raised while the upstream body is built it reaches the client as itself.
+    """
+
+    def __init__(self, param: str, message: str, code: str) -> None:
+        super().__init__(400, message, param=param, code=code)
+
+
+class SchemaContradiction(SchemaError):
     """A schema sent in passthrough mode has a lower bound above its upper bound."""
 
-    def __init__(self, tool: str, keyword: str, path: str, message: str) -> None:
-        super().__init__(message)
+    def __init__(
+        self,
+        tool: str,
+        keyword: str,
+        path: str,
+        message: str,
+        param: str = "tools",
+        code: str = "invalid_tool_schema",
+    ) -> None:
+        super().__init__(param, message, code)
         self.tool = tool
         self.keyword = keyword
         self.path = path
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """Why a schema cannot be walked: "deep" or "large", and the position where that showed."""
+
+    reason: str
+    path: str
+
+
+class _Unwalkable(Exception):
+    """Raised inside a walk that met a `_Problem`; turned into a SchemaError for its field."""
+
+    def __init__(self, problem: _Problem) -> None:
+        super().__init__(problem.reason)
+        self.problem = problem
+
+
+@dataclass
+class _Budget:
+    """What one sanitising walk has spent, shared by the walkers it starts for inlined refs."""
+
+    depth: int = 0
+    nodes: int = 0
 
 
 @dataclass
@@ -191,6 +256,7 @@ class _Sanitiser:
     strict_safe: bool
     dropped: list[Bound] = field(default_factory=list)
     inlining: tuple[str, ...] = ()
+    budget: _Budget = field(default_factory=_Budget)
 
     # ---- refs
 
@@ -230,7 +296,9 @@ class _Sanitiser:
         target = _resolve(self.doc, tokens)
         if target is None or ref in self.inlining:
             return _empty()
-        inner = _Sanitiser(self.doc, self.strict_safe, self.dropped, (*self.inlining, str(ref)))
+        inner = _Sanitiser(
+            self.doc, self.strict_safe, self.dropped, (*self.inlining, str(ref)), self.budget
+        )
         return inner.node(target, path)
 
     # ---- nodes
@@ -243,11 +311,20 @@ class _Sanitiser:
             return {"type": x} if x in KNOWN_TYPES and x != "object" else _empty()
         if not isinstance(x, dict):
             return _empty()
+        budget = self.budget
+        budget.nodes += 1
+        if budget.depth >= MAX_DEPTH or budget.nodes > MAX_NODES:
+            raise _Unwalkable(_Problem("deep" if budget.depth >= MAX_DEPTH else "large", path))
+        # The depth is restored without a `finally`: an _Unwalkable abandons the whole walk.
+        budget.depth += 1
         if "$ref" in x:
-            return self.ref(x["$ref"], path)
+            ref = self.ref(x["$ref"], path)
+            budget.depth -= 1
+            return ref
         out: dict[str, Any] = {}
         for key, value in x.items():
             self._keyword(out, x, key, value, path)
+        budget.depth -= 1
         if not self.strict_safe:
             out = self._collapse_unions(out)
         self._drop_contradictions(out, path)
@@ -311,7 +388,7 @@ class _Sanitiser:
         if not isinstance(kind, list):
             del out["type"]  # unknown name or not a string: llama.cpp rejects both
             return out
-        names = list(dict.fromkeys(t for t in kind if isinstance(t, str) and t in KNOWN_TYPES))
+        names = _known_types(kind)
         rest = [t for t in names if t != "null"]
         nullable = len(rest) < len(names)
         if not names:
@@ -410,6 +487,15 @@ class _Sanitiser:
         return found
 
 
+def _known_types(kind: list[Any]) -> list[str]:
+    """The known type names in a `type` list, first occurrences in order.
+
+    Anything else in the list (an unknown name, a number, an object) is passed over: an object
+    or a list cannot even be looked up among the names, being unhashable.
+    """
+    return list(dict.fromkeys(t for t in kind if isinstance(t, str) and t in KNOWN_TYPES))
+
+
 def _dependency(s: _Sanitiser, value: object, path: str) -> Any:
     if isinstance(value, list):
         return list(dict.fromkeys(v for v in value if isinstance(v, str)))
@@ -428,8 +514,9 @@ def _keep_valid(out: dict[str, Any], x: dict[str, Any], key: str, value: Any) ->
         if isinstance(value, list):
             out[key] = list(dict.fromkeys(v for v in value if isinstance(v, str)))
     elif key in _COUNTS:
-        if _is_number(value) and value >= 0 and float(value).is_integer():
-            out[key] = int(value)
+        count = _count(value)
+        if count is not None:
+            out[key] = count
     elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
         # draft-04 boolean form: `minimum: 5, exclusiveMinimum: true` means `> 5`.
         bound = x.get("minimum" if key == "exclusiveMinimum" else "maximum")
@@ -449,6 +536,22 @@ def _keep_valid(out: dict[str, Any], x: dict[str, Any], key: str, value: Any) ->
             out[key] = value
     else:
         out[key] = value
+
+
+def _count(value: object) -> int | float | None:
+    """A count keyword's value to send (`minItems`, `maxLength`, ...), or None to drop it.
+
+    A whole float becomes an int (`2.0` -> `2`: converters read counts as integers), but only
+    within 64 bits. Beyond that (orjson parses `1e21` as a float) the client's float is sent as
+    written: as an int, orjson could not encode it again.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    if isinstance(value, int):
+        return value
+    if not value.is_integer():
+        return None
+    return int(value) if value < 2**63 else value
 
 
 def _made_exclusive(x: dict[str, Any], key: str) -> bool:
@@ -570,20 +673,38 @@ def _relax_node(node: object) -> Any:
 # --------------------------------------------------------------------------- contradictions
 
 
-def find_bounds(schema: object) -> list[Bound]:
-    """Every contradictory bound pair at a schema position, as written (no sanitising)."""
+@dataclass(frozen=True)
+class _Inspection:
+    """A schema as written: its contradictory bounds, and where it first nests too deeply."""
+
+    bounds: tuple[Bound, ...]
+    too_deep: str | None
+
+
+def _inspect(schema: object, max_depth: int = MAX_DEPTH) -> _Inspection:
+    """Walk the schema positions as written (no sanitising), iteratively, in document order.
+
+    Stops at the first schema object nested deeper than `max_depth` (the root is level 1).
+    """
     found: list[Bound] = []
-    stack: list[tuple[object, str]] = [(schema, "#")]
+    stack: list[tuple[object, str, int]] = [(schema, "#", 1)]
     while stack:
-        node, path = stack.pop()
+        node, path, depth = stack.pop()
         if not isinstance(node, dict):
             continue
+        if depth > max_depth:
+            return _Inspection(tuple(found), path)
         for low, high in BOUND_PAIRS:
             lo, hi = node.get(low), node.get(high)
             if _is_number(lo) and _is_number(hi) and lo > hi:  # type: ignore[operator]
                 found.append(Bound(path, low, lo, high, hi))  # type: ignore[arg-type]
-        stack.extend(reversed(_child_paths(node, path)))
-    return found
+        stack.extend((s, p, depth + 1) for s, p in reversed(_child_paths(node, path)))
+    return _Inspection(tuple(found), None)
+
+
+def find_bounds(schema: object) -> list[Bound]:
+    """Every contradictory bound pair at a schema position, as written (no sanitising)."""
+    return list(_inspect(schema, sys.maxsize).bounds)
 
 
 def _child_paths(node: dict[str, Any], path: str) -> list[tuple[object, str]]:
@@ -617,6 +738,13 @@ class _Form:
     changed: bool  # differs from what the client sent
     dropped: tuple[Bound, ...]
     relax_removed: bool  # relaxing removed at least one keyword
+    problem: _Problem | None = None  # set when the schema cannot be walked (then refused)
+
+
+# What a schema orjson cannot encode gets. Parsed from a request (orjson.loads: valid UTF-8,
+# numbers it can write again) that means one thing only: nested beyond orjson's 254 levels.
+_UNENCODABLE = _Problem("deep", "")
+_UNENCODABLE_FORM = _Form({}, False, (), False, _UNENCODABLE)
 
 
 def _key(schema: object) -> bytes | None:
@@ -624,7 +752,7 @@ def _key(schema: object) -> bytes | None:
     # model writes arguments in), and orjson.loads keeps a client's order stable turn to turn.
     try:
         return orjson.dumps(schema)
-    except TypeError:  # orjson.JSONEncodeError: not JSON data (cannot be sent anyway)
+    except TypeError:  # orjson.JSONEncodeError: too deep, or not JSON data
         return None
 
 
@@ -635,7 +763,10 @@ def _form_cached(key: bytes, strict_safe: bool, root_object: bool, relaxed: bool
 
 def _build_form(raw: object, strict_safe: bool, root_object: bool, relaxed: bool) -> _Form:
     # The raw object is a private parse of the key, so the result never aliases the client's.
-    schema, dropped = _sanitise_uncached(raw, strict_safe=strict_safe, root_object=root_object)
+    try:
+        schema, dropped = _sanitise_uncached(raw, strict_safe=strict_safe, root_object=root_object)
+    except _Unwalkable as err:
+        return _Form({}, False, (), False, err.problem)
     removed = False
     if relaxed:
         loose = _relax_node(schema)
@@ -644,21 +775,9 @@ def _build_form(raw: object, strict_safe: bool, root_object: bool, relaxed: bool
     return _Form(schema, schema != raw, tuple(dropped), removed)
 
 
-def _form(schema: object, strict_safe: bool, root_object: bool, relaxed: bool) -> _Form:
-    key = _key(schema)
-    if key is None:
-        return _build_form(schema, strict_safe, root_object, relaxed)
-    return _form_cached(key, strict_safe, root_object, relaxed)
-
-
 @lru_cache(maxsize=_CACHE_SIZE)
-def _bounds_cached(key: bytes) -> tuple[Bound, ...]:
-    return tuple(find_bounds(orjson.loads(key)))
-
-
-def _bounds(schema: object) -> tuple[Bound, ...]:
-    key = _key(schema)
-    return tuple(find_bounds(schema)) if key is None else _bounds_cached(key)
+def _inspected(key: bytes) -> _Inspection:
+    return _inspect(orjson.loads(key))
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
@@ -669,28 +788,43 @@ def _relax_cached(key: bytes) -> dict[str, Any]:
 def clear_caches() -> None:
     """Forget every cached schema (tests and benchmarks)."""
     _form_cached.cache_clear()
-    _bounds_cached.cache_clear()
+    _inspected.cache_clear()
     _relax_cached.cache_clear()
     _tools_cached.cache_clear()
 
 
 def sanitise(
-    schema: object, *, strict_safe: bool = False, root_object: bool = True
+    schema: object,
+    *,
+    strict_safe: bool = False,
+    root_object: bool = True,
+    param: str = RESPONSE_SCHEMA_PARAM,
 ) -> dict[str, Any]:
     """BEHAVIOUR.md 3.2. Cached; never mutates `schema`; the result is shared and read-only.
 
     `strict_safe` never adds `nullable` (OpenAI strict mode rejects it): nullability stays a
     `["T", "null"]` type list or a `{"type": "null"}` branch. `root_object=False` keeps a root
     that declares a non-object type (a response format may ask for an array) instead of
-    replacing it with an empty object.
+    replacing it with an empty object. Raises SchemaError naming `param` for a schema that
+    cannot be walked.
     """
-    return _form(schema, strict_safe, root_object, False).schema
-
-
-def relax(schema: dict[str, Any]) -> dict[str, Any]:
-    """BEHAVIOUR.md 3.3: drop `pattern` and `format` at every schema position. Cached, read-only."""
     key = _key(schema)
-    return _relax_node(schema) if key is None else _relax_cached(key)
+    form = _UNENCODABLE_FORM if key is None else _form_cached(key, strict_safe, root_object, False)
+    if form.problem is not None:
+        raise _unwalkable(_Target(param, schema, root_object, param), form.problem)
+    return form.schema
+
+
+def relax(schema: dict[str, Any], *, param: str = RESPONSE_SCHEMA_PARAM) -> dict[str, Any]:
+    """BEHAVIOUR.md 3.3: drop `pattern` and `format` at every schema position. Cached, read-only.
+
+    Raises SchemaError naming `param` for a schema nested beyond MAX_DEPTH.
+    """
+    key = _key(schema)
+    too_deep = "" if key is None else _inspected(key).too_deep
+    if key is None or too_deep is not None:
+        raise _unwalkable(_Target(param, schema, True, param), _Problem("deep", too_deep or ""))
+    return _relax_cached(key)
 
 
 # --------------------------------------------------------------------------- request bodies
@@ -698,11 +832,16 @@ def relax(schema: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class _Target:
-    """One schema in a body: who owns it (for messages) and how to put a new one back."""
+    """One schema in a body: who owns it (for messages), the field it is, and its root's kind."""
 
     owner: str
     schema: object
     root_object: bool
+    param: str  # the field an error names: `tools[3].function.parameters`, ...
+
+    @property
+    def code(self) -> str:
+        return "invalid_tool_schema" if self.param.startswith("tools") else "invalid_json_schema"
 
 
 def _tool_function(tool: object) -> dict[str, Any] | None:
@@ -720,7 +859,8 @@ def _tool_function(tool: object) -> dict[str, Any] | None:
 def _declares_non_object(schema: object) -> bool:
     kind = schema.get("type") if isinstance(schema, dict) else None
     if isinstance(kind, list):
-        return "object" not in kind and any(k in KNOWN_TYPES for k in kind)
+        names = _known_types(kind)
+        return bool(names) and "object" not in names
     return isinstance(kind, str) and kind in KNOWN_TYPES and kind != "object"
 
 
@@ -735,35 +875,75 @@ def _response_schema(body: dict[str, Any]) -> object | None:
 def _apply_form(
     target: _Target, mode: str, relaxed: bool, notices: list[str]
 ) -> tuple[object, bool]:
-    """The schema to send for one target, and whether relaxing removed anything."""
+    """The schema to send for one target, and whether relaxing removed anything.
+
+    Raises SchemaError for a schema that cannot be walked and, in passthrough mode, for a
+    contradictory bound. Every check is on a cached result: a schema seen before costs its
+    serialisation (the cache key) and a lookup.
+    """
+    key = _key(target.schema)
+    if key is None:
+        raise _unwalkable(target, _UNENCODABLE)
     if mode == "passthrough":
-        bounds = _bounds(target.schema)
-        if bounds:
-            raise _contradiction(target.owner, bounds[0])
+        seen = _inspected(key)
+        if seen.too_deep is not None:
+            raise _unwalkable(target, _Problem("deep", seen.too_deep))
+        if seen.bounds:
+            raise _contradiction(target, seen.bounds[0])
         if not relaxed:
             return target.schema, False
-    form = _form(target.schema, mode == "passthrough", target.root_object, relaxed)
+    form = _form_cached(key, mode == "passthrough", target.root_object, relaxed)
+    if form.problem is not None:
+        raise _unwalkable(target, form.problem)
     notices.extend(_drop_notice(target.owner, b) for b in form.dropped)
     return (form.schema if form.changed else target.schema), form.relax_removed
 
 
-def _contradiction(owner: str, b: Bound) -> SchemaContradiction:
+def _unwalkable(target: _Target, problem: _Problem) -> SchemaError:
+    where = f" (at {_short(problem.path)})" if problem.path else ""
+    if problem.reason == "large":
+        message = (
+            f"The schema of {target.owner} expands to more than {MAX_NODES} schema objects"
+            f"{where} once its local $ref pointers are inlined. Point at shared parts through "
+            "$defs instead: those references are kept, not copied."
+        )
+    else:
+        message = (
+            f"The schema of {target.owner} is nested too deeply{where}: latchgate takes at most "
+            f"{MAX_DEPTH} levels of schemas inside schemas, and JSON nested at most "
+            f"{_JSON_DEPTH} levels. Flatten it: define repeated parts once under $defs and "
+            "point at them with $ref."
+        )
+    return SchemaError(target.param, message, target.code)
+
+
+def _contradiction(target: _Target, b: Bound) -> SchemaContradiction:
     message = (
-        f"{owner} has {b.keyword} {_num(b.value)} above {b.upper} {_num(b.upper_value)} "
-        f"at {b.path}: "
+        f"{target.owner} has {b.keyword} {_num(b.value)} above {b.upper} {_num(b.upper_value)} "
+        f"at {_short(b.path)}: "
         f"no value can satisfy it and grammar-building servers can run out of memory on it; "
         f"lower {b.keyword} or raise {b.upper}."
     )
-    return SchemaContradiction(owner, b.keyword, b.path, message)
+    return SchemaContradiction(
+        target.owner, b.keyword, b.path, message, param=target.param, code=target.code
+    )
 
 
 def _num(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
+    """A bound as people write it: `5` for 5.0, but `1e+21` rather than twenty-two digits."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return str(value)
+
+
+def _short(path: str, limit: int = 200) -> str:
+    """A schema path for a message or notice: property names are the client's, of any length."""
+    return path if len(path) <= limit else path[: limit - 3] + "..."
 
 
 def _drop_notice(owner: str, b: Bound) -> str:
     return (
-        f"Dropped {b.keyword} {_num(b.value)} at {b.path} in {owner} because it exceeds "
+        f"Dropped {b.keyword} {_num(b.value)} at {_short(b.path)} in {owner} because it exceeds "
         f"{b.upper} {_num(b.upper_value)} and no value could satisfy both."
     )
 
@@ -787,12 +967,37 @@ def apply_to_request(body: dict[str, Any], *, mode: str, relaxed: bool) -> Schem
             out = {**body, "tools": new_tools}
     schema = _response_schema(body)
     if schema is not None:
-        target = _Target(_format_owner(body), schema, not _declares_non_object(schema))
+        target = _Target(
+            _format_owner(body), schema, not _declares_non_object(schema), RESPONSE_SCHEMA_PARAM
+        )
         new_schema, removed = _apply_form(target, mode, relaxed, notices)
         any_relaxed = any_relaxed or removed
         if new_schema is not schema:
             out = _with_response_schema(out if out is not body else {**body}, new_schema)
     return SchemaResult(out, out is not body, any_relaxed, notices)
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    """A SchemaError kept as data in the tools cache, raised afresh for each request.
+
+    Not the exception object itself: one raised again and again would grow its traceback.
+    """
+
+    param: str
+    message: str
+    code: str
+    contradiction: tuple[str, str, str] | None  # SchemaContradiction's tool, keyword, path
+
+    @staticmethod
+    def of(err: SchemaError) -> _Refusal:
+        extra = (err.tool, err.keyword, err.path) if isinstance(err, SchemaContradiction) else None
+        return _Refusal(err.param or "", err.message, err.code or "", extra)
+
+    def error(self) -> SchemaError:
+        if self.contradiction is None:
+            return SchemaError(self.param, self.message, self.code)
+        return SchemaContradiction(*self.contradiction, self.message, self.param, self.code)
 
 
 @dataclass(frozen=True)
@@ -802,7 +1007,7 @@ class _ToolsOutcome:
     replacements: tuple[tuple[int, dict[str, Any]], ...]
     notices: tuple[str, ...]
     relaxed: bool
-    error: tuple[str, str, str, str] | None  # SchemaContradiction's arguments
+    error: _Refusal | None
 
 
 def _tools_outcome(tools: list[Any], mode: str, relaxed: bool) -> _ToolsOutcome:
@@ -817,14 +1022,15 @@ def _tools_outcome(tools: list[Any], mode: str, relaxed: bool) -> _ToolsOutcome:
             name = fn.get("name")
             owner = f"tool '{name}'" if isinstance(name, str) else f"tools[{i}]"
             params = fn["parameters"]
-            target = _Target(owner, params, True)
+            param = f"tools[{i}].parameters" if fn is tool else f"tools[{i}].function.parameters"
+            target = _Target(owner, params, True, param)
             new_params, removed = _apply_form(target, mode, relaxed, notices)
             any_relaxed = any_relaxed or removed
             if new_params is not params:
                 new_fn = {**fn, "parameters": new_params}
                 replacements.append((i, new_fn if fn is tool else {**tool, "function": new_fn}))
-    except SchemaContradiction as err:
-        return _ToolsOutcome((), (), False, (err.tool, err.keyword, err.path, str(err)))
+    except SchemaError as err:
+        return _ToolsOutcome((), (), False, _Refusal.of(err))
     return _ToolsOutcome(tuple(replacements), tuple(notices), any_relaxed, None)
 
 
@@ -845,7 +1051,7 @@ def _apply_tools(
     else:
         outcome = _tools_cached(key, mode, relaxed)
     if outcome.error is not None:
-        raise SchemaContradiction(*outcome.error)
+        raise outcome.error.error()
     notices.extend(outcome.notices)
     if not outcome.replacements:
         return tools, outcome.relaxed

@@ -675,3 +675,150 @@ def test_the_agent_tools_exercise_sanitising() -> None:
     changed = [t["function"]["name"] for t in agent_tools()
                if sanitise(t["function"]["parameters"]) != t["function"]["parameters"]]
     assert len(changed) >= 10
+
+
+# -- schemas latchgate cannot walk or send as they are (issue 13 item 4) ------------------------
+
+MODES = [("llama.cpp", "sanitise"), ("openai", "passthrough")]
+
+
+def nested_json(levels: int, via: str) -> str:
+    """A schema `levels` schema objects deep, each holding the next under `via`, as JSON text.
+
+    Written out as text: deeper than about 250 JSON levels neither json nor orjson encodes it.
+    """
+    head, tail = (
+        ('{"type": "object", "properties": {"a": ', "}}")
+        if via == "properties"
+        else ('{"type": "array", "items": ', "}")
+    )
+    return head * (levels - 1) + '{"type": "string"}' + tail * (levels - 1)
+
+
+def nested(levels: int, via: str) -> dict[str, Any]:
+    parsed: dict[str, Any] = orjson.loads(nested_json(levels, via))
+    return parsed
+
+
+async def post_raw(lg: Running, raw: bytes) -> tuple[int, Any]:
+    """POST raw bytes (numbers exactly as written) to the chat route; the status and JSON."""
+    async with httpx.AsyncClient() as http:
+        resp = await http.post(lg.base_url + "/chat/completions", content=raw,
+                               headers={"content-type": "application/json"})
+    return resp.status_code, resp.json()
+
+
+def assert_schema_400(answer: Any, param: str, code: str) -> None:
+    error = answer["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", param, code)
+    assert "nested too deeply" in error["message"] and "$defs" in error["message"]
+
+
+@pytest.mark.parametrize(("kind", "mode"), MODES, ids=[m for _, m in MODES])
+@pytest.mark.parametrize("via", ["items", "properties"])
+async def test_a_tool_schema_nested_480_levels_is_a_400_naming_the_tool(
+    fake: FakeUpstream, start_proxy: StartProxy, kind: str, mode: str, via: str
+) -> None:
+    # Before: RecursionError in the sanitiser (sanitise) or a body orjson cannot re-encode
+    # (passthrough): a 500 either way.
+    lg = await start(start_proxy, fake, kind)
+    ok = json.dumps(tool("ok", {"type": "object"}))
+    deep = '{"type": "function", "function": {"name": "deep", "parameters": ' + nested_json(
+        480, via) + "}}"
+    head = '{"model": "m", "messages": [{"role": "user", "content": "Hi"}], "tools": ['
+
+    status, answer = await post_raw(lg, f"{head}{ok}, {deep}]}}".encode())
+
+    assert status == 400, answer
+    assert_schema_400(answer, "tools[1].function.parameters", "invalid_tool_schema")
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize(("kind", "mode"), MODES, ids=[m for _, m in MODES])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+async def test_a_deep_response_schema_is_a_400_the_sdk_raises(
+    fake: FakeUpstream, start_proxy: StartProxy, kind: str, mode: str, stream: bool
+) -> None:
+    lg = await start(start_proxy, fake, kind)
+
+    with pytest.raises(openai.BadRequestError) as caught:
+        await ask(lg, stream, response_format=schema_format(nested(150, "properties")))
+
+    assert caught.value.status_code == 400
+    assert_schema_400({"error": caught.value.body}, "response_format.json_schema.schema",
+                      "invalid_json_schema")
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize(("kind", "mode"), MODES, ids=[m for _, m in MODES])
+async def test_a_schema_nested_within_the_limit_is_sent(
+    fake: FakeUpstream, start_proxy: StartProxy, kind: str, mode: str
+) -> None:
+    lg = await start(start_proxy, fake, kind)
+    schema = nested(32, "properties")  # MAX_DEPTH
+
+    await ask(lg, tools=[tool("deep", schema)], response_format=schema_format(schema))
+
+    (body,) = fake.bodies()
+    assert body["tools"][0]["function"]["parameters"] == schema
+    assert body["response_format"]["json_schema"]["schema"] == schema
+
+
+# Counts beyond 64 bits, as an agent's generated schema may write them; orjson parses each as a
+# float. The lookaround pattern makes sanitise mode rewrite the schema, so the body is
+# re-encoded rather than forwarded as the client's bytes.
+HUGE = (
+    b'{"type": "object", "minProperties": 1e308, "properties": {'
+    b'"s": {"type": "string", "maxLength": 1e21, "pattern": "^(?!x)"}, '
+    b'"l": {"type": ["array", "null"], "minItems": 1e20, "items": {"type": "string"}}}}'
+)
+
+
+def huge_body(where: str) -> bytes:
+    if where == "tools":
+        holder = b'"tools": [{"type": "function", "function": {"name": "t", "parameters": %s}}]'
+    else:
+        holder = b'"response_format": {"type": "json_schema", "json_schema": {"name": "r", ' \
+                 b'"schema": %s}}'
+    return b'{"model": "m", "messages": [{"role": "user", "content": "Hi"}], %s}' % (
+        holder % HUGE)
+
+
+@pytest.mark.parametrize("where", ["tools", "response_format"])
+async def test_counts_beyond_64_bits_reach_the_upstream_as_the_client_wrote_them(
+    fake: FakeUpstream, start_proxy: StartProxy, where: str
+) -> None:
+    # Before: `int(1e21)` in the sanitised schema, which orjson cannot encode: a 500.
+    lg = await start(start_proxy, fake, "llama.cpp")
+
+    status, answer = await post_raw(lg, huge_body(where))
+
+    assert status == 200, answer
+    (body,) = fake.bodies()
+    sent = (body["tools"][0]["function"]["parameters"] if where == "tools"
+            else body["response_format"]["json_schema"]["schema"])
+    assert sent["properties"]["s"] == {"type": "string", "maxLength": 1e21}  # pattern gone
+    assert sent["properties"]["l"]["minItems"] == 1e20
+    assert sent["minProperties"] == 1e308
+    raw = fake.requests[0].raw  # the same numbers, as orjson writes a float
+    assert b'"maxLength":1e+21' in raw and b'"minItems":1e+20' in raw
+    assert b'"minProperties":1e+308' in raw
+
+
+@pytest.mark.parametrize(("kind", "mode"), MODES, ids=[m for _, m in MODES])
+async def test_a_type_list_of_non_names_is_never_a_500(
+    fake: FakeUpstream, start_proxy: StartProxy, kind: str, mode: str
+) -> None:
+    # Before: `TypeError: unhashable type` deciding whether the response schema's root is an
+    # object, in both modes. Sanitise drops a malformed `type` (as it drops `"type": 5`);
+    # passthrough sends the schema as written, for the upstream to judge.
+    lg = await start(start_proxy, fake, kind)
+    schema = {"type": [{}], "properties": {"a": {"type": [["string"], "null"]}}}
+
+    await ask(lg, response_format=schema_format(schema))
+
+    (body,) = fake.bodies()
+    expected = schema if mode == "passthrough" else {
+        "type": "object", "properties": {"a": {"type": "null"}}}
+    assert body["response_format"]["json_schema"]["schema"] == expected

@@ -8,8 +8,13 @@ from typing import Any
 import orjson
 import pytest
 
+from proxy import schemas
+from proxy.errors import ProxyError
 from proxy.schemas import (
+    MAX_DEPTH,
+    MAX_NODES,
     SchemaContradiction,
+    SchemaError,
     apply_to_request,
     clear_caches,
     find_contradictions,
@@ -806,3 +811,184 @@ def test_large_and_fractional_bounds_are_written_plainly() -> None:
         "Dropped minimum 2000000 at #/properties/n in tool 't' because it exceeds maximum 0.5 "
         "and no value could satisfy both."
     ]
+
+
+# ------------------------------------------------------------------ schemas that cannot be walked
+
+
+def nested(levels: int, via: str = "properties") -> dict[str, Any]:
+    """`levels` schema objects, each holding the next under `via`."""
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels - 1):
+        schema = obj(a=schema) if via == "properties" else {"type": "array", "items": schema}
+    return schema
+
+
+def body_with(schema: Any, where: str) -> dict[str, Any]:
+    if where == "tools":
+        return {"tools": [tool("ok", {"type": "object"}), tool("t", schema)]}
+    return {"response_format": {"type": "json_schema",
+                                "json_schema": {"name": "r", "schema": schema}}}
+
+
+PARAMS = {"tools": ("tools[1].function.parameters", "invalid_tool_schema"),
+          "response_format": ("response_format.json_schema.schema", "invalid_json_schema")}
+MODES = [("sanitise", False), ("sanitise", True), ("passthrough", False), ("passthrough", True)]
+
+
+@pytest.mark.parametrize(("mode", "relaxed"), MODES)
+@pytest.mark.parametrize("where", ["tools", "response_format"])
+@pytest.mark.parametrize("via", ["properties", "items"])
+def test_nesting_beyond_max_depth_is_a_schema_error_naming_the_field(
+    mode: str, relaxed: bool, where: str, via: str
+) -> None:
+    assert MAX_DEPTH == 32
+    apply_to_request(body_with(nested(MAX_DEPTH, via), where), mode=mode, relaxed=relaxed)
+    with pytest.raises(SchemaError) as err:
+        apply_to_request(body_with(nested(MAX_DEPTH + 1, via), where), mode=mode,
+                         relaxed=relaxed)
+    assert isinstance(err.value, ProxyError) and err.value.status == 400
+    assert (err.value.param, err.value.code) == PARAMS[where]
+    assert "nested too deeply (at #/" in err.value.message
+    assert "at most 32 levels" in err.value.message
+
+
+@pytest.mark.parametrize(("mode", "relaxed"), MODES)
+def test_480_levels_is_a_schema_error_not_a_recursion_error(mode: str, relaxed: bool) -> None:
+    for via in ("properties", "items"):
+        raw = orjson.loads(orjson.dumps(nested(120, via)))  # as a parsed body holds it
+        with pytest.raises(SchemaError):
+            apply_to_request(body_with(nested(480, via), "tools"), mode=mode, relaxed=relaxed)
+        with pytest.raises(SchemaError):
+            apply_to_request(body_with(raw, "response_format"), mode=mode, relaxed=relaxed)
+
+
+@pytest.mark.parametrize(("mode", "relaxed"), MODES)
+def test_data_nested_beyond_what_orjson_encodes_is_a_schema_error(
+    mode: str, relaxed: bool
+) -> None:
+    # A parsed body may nest 1024 levels; orjson encodes 254. Such a schema could not be sent
+    # once rewritten, and has no cache key: refused, naming the field.
+    deep: Any = "x"
+    for _ in range(300):
+        deep = [deep]
+    schema = {"type": "object", "properties": {"a": {"type": "array", "default": deep}}}
+    with pytest.raises(SchemaError) as err:
+        apply_to_request(body_with(schema, "tools"), mode=mode, relaxed=relaxed)
+    assert err.value.param == "tools[1].function.parameters"
+    assert "nested too deeply:" in err.value.message
+
+
+def test_inlined_pointers_count_towards_the_depth() -> None:
+    # Each property points at the one before: inlining nests them 40 deep in the output.
+    props: dict[str, Any] = {"p0": {"type": "string"}}
+    for i in range(1, 40):
+        props[f"p{i}"] = {"type": "array", "items": {"$ref": f"#/properties/p{i - 1}"}}
+    with pytest.raises(SchemaError, match="nested too deeply"):
+        sanitise(obj(**props))
+
+
+def test_pointers_that_multiply_a_schema_are_refused_once_and_the_refusal_is_cached(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 1.6 KB of pointers to pairs of pointers: before, 13 MB of output after 8 s of CPU.
+    props: dict[str, Any] = {"p0": {"type": "string"}}
+    for i in range(1, 18):
+        pair = [{"$ref": f"#/properties/p{i - 1}"}] * 2
+        props[f"p{i}"] = {"type": "array", "prefixItems": pair}
+    body = body_with(obj(**props), "tools")
+    walks = []
+    real = schemas._sanitise_uncached
+    monkeypatch.setattr(schemas, "_sanitise_uncached",
+                        lambda *a, **k: walks.append(1) or real(*a, **k))
+    for _ in range(2):
+        with pytest.raises(SchemaError) as err:
+            apply_to_request(orjson.loads(orjson.dumps(body)), mode="sanitise", relaxed=False)
+        assert err.value.param == "tools[1].function.parameters"
+        assert f"more than {MAX_NODES} schema objects" in err.value.message
+        assert len(walks) == 2  # the two tools, on the first turn only
+
+
+def test_sanitise_and_relax_on_their_own_name_the_response_schema() -> None:
+    with pytest.raises(SchemaError) as err:
+        sanitise(nested(MAX_DEPTH + 1))
+    assert (err.value.param, err.value.code) == (
+        "response_format.json_schema.schema", "invalid_json_schema")
+    with pytest.raises(SchemaError) as err:
+        relax(nested(MAX_DEPTH + 1, "items"), param="tools[0].function.parameters")
+    assert (err.value.param, err.value.code) == (
+        "tools[0].function.parameters", "invalid_tool_schema")
+
+
+def test_a_long_path_is_shortened_in_the_message() -> None:
+    name = "n" * 5000
+    with pytest.raises(SchemaError) as err:
+        sanitise(obj(**{name: nested(MAX_DEPTH)}))
+    assert len(err.value.message) < 600
+
+
+@pytest.mark.parametrize("mode", ["sanitise", "passthrough"])
+@pytest.mark.parametrize("kind", [[{}], [["string"]], [{}, "array"], [None, {"a": 1}, "null"]])
+def test_type_lists_holding_objects_or_lists_never_crash(mode: str, kind: list[Any]) -> None:
+    # Before: `TypeError: unhashable type` deciding whether a response schema's root is an
+    # object. Non-names in a type list are passed over, like unknown names.
+    schema = {"type": kind, "items": {"type": kind}}
+    for where in ("tools", "response_format"):
+        result = apply_to_request(body_with(schema, where), mode=mode, relaxed=False)
+        orjson.dumps(result.body)
+    assert prop({"type": [{}, ["x"], "string"]}) == {"type": "string"}
+    assert prop({"type": [{}]}) == {}
+
+
+def test_a_response_root_typed_array_beside_junk_stays_an_array() -> None:
+    schema = {"type": [{}, "array"], "items": {"type": "string"}}
+    result = apply_to_request(body_with(schema, "response_format"), mode="sanitise",
+                              relaxed=False)
+    assert result.body["response_format"]["json_schema"]["schema"] == {
+        "type": "array", "items": {"type": "string"}}
+
+
+@pytest.mark.parametrize(("mode", "relaxed"), MODES)
+def test_counts_beyond_64_bits_are_sent_as_written(mode: str, relaxed: bool) -> None:
+    # orjson parses 1e21 as a float; before, sanitising made it int(1e21), which orjson then
+    # could not encode ("Integer exceeds 64-bit range").
+    raw = (b'{"type": "object", "minProperties": 1e308, "properties": {'
+           b'"s": {"type": "string", "maxLength": 1e21, "pattern": "^(?!x)", "format": "x"},'
+           b'"l": {"type": ["array", "null"], "minItems": 1e20}}}')
+    for where in ("tools", "response_format"):
+        result = apply_to_request(body_with(orjson.loads(raw), where), mode=mode,
+                                  relaxed=relaxed)
+        sent = orjson.loads(orjson.dumps(result.body))
+        schema = (sent["tools"][1]["function"]["parameters"] if where == "tools"
+                  else sent["response_format"]["json_schema"]["schema"])
+        assert schema["minProperties"] == 1e308
+        assert schema["properties"]["s"]["maxLength"] == 1e21
+        assert schema["properties"]["l"]["minItems"] == 1e20
+    assert prop({"type": "array", "minItems": 2.0**63}) == {"type": "array", "minItems": 2.0**63}
+    assert prop({"type": "array", "minItems": 2.0**62}) == {"type": "array", "minItems": 2**62}
+
+
+def test_a_huge_contradictory_bound_is_written_readably() -> None:
+    schema = {"type": "object", "minProperties": 1e308, "maxProperties": 5}
+    result = apply_to_request(body_with(schema, "tools"), mode="sanitise", relaxed=False)
+    assert result.notices == [
+        "Dropped minProperties 1e+308 at # in tool 't' because it exceeds maxProperties 5 and "
+        "no value could satisfy both."
+    ]
+    with pytest.raises(SchemaContradiction) as err:
+        apply_to_request(body_with(schema, "tools"), mode="passthrough", relaxed=False)
+    assert err.value.message.startswith("tool 't' has minProperties 1e+308 above maxProperties 5")
+
+
+def test_a_contradiction_is_a_proxy_error_naming_the_field() -> None:
+    # So raised while the upstream body is built it is answered as a 400, not a 500.
+    schema = {"type": "array", "minItems": 3, "maxItems": 1}
+    for where, (param, code) in PARAMS.items():
+        with pytest.raises(SchemaContradiction) as err:
+            apply_to_request(body_with(schema, where), mode="passthrough", relaxed=False)
+        assert isinstance(err.value, ProxyError)
+        assert (err.value.status, err.value.param, err.value.code) == (400, param, code)
+    flat = {"tools": [{"type": "function", "name": "f", "parameters": schema}]}
+    with pytest.raises(SchemaContradiction) as err:
+        apply_to_request(flat, mode="passthrough", relaxed=False)
+    assert err.value.param == "tools[0].parameters"

@@ -15,7 +15,16 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.schemas import apply_to_request, clear_caches, find_contradictions, relax, sanitise
+from proxy.schemas import (
+    MAX_DEPTH,
+    SchemaContradiction,
+    SchemaError,
+    apply_to_request,
+    clear_caches,
+    find_contradictions,
+    relax,
+    sanitise,
+)
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -35,6 +44,7 @@ REFS = st.sampled_from([
     "https://example.com/s.json", "#/properties/path", "#",
 ])
 SMALL = st.integers(min_value=0, max_value=12)
+HUGE = st.sampled_from([1e20, 1e21, 2.0**63, 2.0**64, 1e308, 18446744073709551615])
 
 leaf = st.one_of(
     TYPES,
@@ -56,6 +66,14 @@ leaf = st.one_of(
         "maxLength": SMALL, "pattern": PATTERNS, "minimum": SMALL, "format": FORMATS,
     }),
     st.fixed_dictionaries({"type": st.sampled_from(["foo", 5])}),
+    # Junk inside type lists: objects and lists are unhashable, so cannot be looked up as names.
+    st.fixed_dictionaries({"type": st.lists(st.one_of(TYPES, st.just({}), st.just(["string"]),
+                                                      st.none()), min_size=1, max_size=3)}),
+    # Counts beyond 64 bits, as orjson parses them (floats).
+    st.fixed_dictionaries({"type": st.sampled_from(["string", "array", "object"])}, optional={
+        "maxLength": HUGE, "minLength": HUGE, "minItems": HUGE, "maxItems": SMALL,
+        "minProperties": HUGE, "maxProperties": HUGE,
+    }),
     st.fixed_dictionaries({"enum": st.lists(st.integers(-(2**63), 2**63 - 1), max_size=2)}),
 )
 
@@ -218,3 +236,56 @@ def test_apply_to_request_never_mutates_and_sends_the_sanitised_form(
     for sent, p in zip(result.body["tools"], params, strict=True):
         expected = relax(sanitise(p)) if relaxed else sanitise(p)
         assert sent["function"]["parameters"] == expected
+
+
+def _wrap(inner: Any, how: str) -> Any:
+    if how == "properties":
+        return {"type": "object", "properties": {"a": inner}}
+    if how == "items":
+        return {"type": "array", "items": inner}
+    if how == "anyOf":
+        return {"anyOf": [inner, {"type": "null"}]}
+    return {"type": ["array", "null"], "prefixItems": [inner]}
+
+
+WRAPS = st.sampled_from(["properties", "items", "anyOf", "prefixItems"])
+# Depths drawn evenly, so schemas on both sides of MAX_DEPTH are as common as shallow ones.
+nestings = st.tuples(
+    documents, st.integers(0, 60).flatmap(lambda n: st.lists(WRAPS, min_size=n, max_size=n))
+)
+
+
+def _depth(schema: Any) -> int:
+    """How many schema objects nest inside one another at schema positions (the root is 1)."""
+    if not isinstance(schema, dict):
+        return 0
+    return 1 + max((_depth(kid) for kid in _schema_children(schema)), default=0)
+
+
+@SETTINGS
+@given(nestings, st.sampled_from(["sanitise", "passthrough"]), st.booleans())
+def test_any_nesting_is_sent_encodable_or_refused_as_too_deep(
+    nesting: tuple[Any, list[str]], mode: str, relaxed: bool
+) -> None:
+    inner, wraps = nesting
+    schema = inner
+    for how in wraps:
+        schema = _wrap(schema, how)
+    body = {"tools": [{"type": "function", "function": {"name": "t", "parameters": schema}}],
+            "response_format": {"type": "json_schema", "json_schema": {"schema": schema}}}
+    try:
+        result = apply_to_request(orjson.loads(orjson.dumps(body)), mode=mode, relaxed=relaxed)
+    except SchemaContradiction:
+        assert mode == "passthrough" and find_contradictions(schema)
+        return
+    except SchemaError as err:
+        assert (err.status, err.param) == (400, "tools[0].function.parameters")
+        assert "nested too deeply" in err.message
+        # Passthrough judges the schema as written; sanitising may nest deeper by inlining
+        # local pointers, so it can refuse a shallower one.
+        assert _depth(schema) > MAX_DEPTH or mode == "sanitise"
+        return
+    orjson.dumps(result.body)  # every number and level can be encoded again
+    # Every wrapper is a walked schema position, in either mode.
+    assert len(wraps) < MAX_DEPTH
+    assert mode == "sanitise" or _depth(schema) <= MAX_DEPTH
