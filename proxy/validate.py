@@ -41,6 +41,79 @@ def _check_optional(body: dict[str, Any], name: str, types: tuple[type, ...], wh
         raise _bad(name, f"'{name}' must be {what}, got {type(value).__name__}.")
 
 
+def _json_kind(value: object) -> str:
+    """The JSON name of a value's type, for messages: clients think in JSON, not Python."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _check_message(message: object, i: int) -> None:
+    """One message: the parts latchgate reads (role, content, tool_calls) have their shapes.
+
+    latchgate appends to a system message's content, measures every message's parts, and
+    hands the conversation to servers that index `content` and `tool_calls` without checking.
+    What it does not read (names, ids, a part's own fields) is left to the upstream.
+    """
+    if type(message) is not dict:
+        raise _bad(f"messages[{i}]", f"messages[{i}] must be an object with 'role' and 'content'.")
+    if type(message.get("role")) is not str:
+        raise _bad(f"messages[{i}].role", f'messages[{i}].role must be a string such as "user".')
+    content = message.get("content")
+    # A string (the usual case) or null (an assistant turn that only calls tools) is fine.
+    if content is not None and type(content) is not str:
+        _check_parts(content, f"messages[{i}].content")
+    calls = message.get("tool_calls")
+    if calls is not None:
+        _check_tool_calls(calls, f"messages[{i}].tool_calls")
+
+
+def _check_parts(content: object, param: str) -> None:
+    if type(content) is not list:
+        raise _bad(
+            param,
+            f"{param} must be a string, null, or a list of content parts, "
+            f"not {_json_kind(content)}.",
+        )
+    for j, part in enumerate(content):
+        # A plain string is taken as a text part by vLLM and others; any `type` is passed on
+        # (text, image_url, input_audio, file, server-specific kinds), and so is a part without
+        # one (vLLM infers `{"image_url": "..."}`). Only a `type` that is not a name is wrong.
+        if type(part) is str:
+            continue
+        if type(part) is not dict:
+            raise _bad(
+                f"{param}[{j}]",
+                f'{param}[{j}] must be a content part object such as {{"type": "text", '
+                f'"text": "..."}}, not {_json_kind(part)}.',
+            )
+        kind = part.get("type")
+        if kind is not None and type(kind) is not str:
+            raise _bad(
+                f"{param}[{j}].type",
+                f'{param}[{j}].type must be a string naming the kind of part, such as "text" '
+                f'or "image_url", not {_json_kind(kind)}.',
+            )
+
+
+def _check_tool_calls(calls: object, param: str) -> None:
+    if type(calls) is not list:
+        raise _bad(param, f"{param} must be a list of tool call objects, not {_json_kind(calls)}.")
+    for j, call in enumerate(calls):
+        if type(call) is not dict:
+            raise _bad(
+                f"{param}[{j}]",
+                f'{param}[{j}] must be a tool call object ({{"id", "type": "function", '
+                f'"function": {{"name", "arguments"}}}}), not {_json_kind(call)}.',
+            )
+
+
 # The chat fields latchgate reads or changes, with the types they must have (None is allowed).
 _CHAT_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "stream": ((bool,), "true or false"),
@@ -71,14 +144,7 @@ def check_chat(body: dict[str, Any]) -> None:
     if not isinstance(messages, list) or not messages:
         raise _bad("messages", "'messages' must be a non-empty list of message objects.")
     for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise _bad(
-                f"messages[{i}]", f"messages[{i}] must be an object with 'role' and 'content'."
-            )
-        if not isinstance(message.get("role"), str):
-            raise _bad(
-                f"messages[{i}].role", f'messages[{i}].role must be a string such as "user".'
-            )
+        _check_message(message, i)
     # Walk the body's own keys (a few) rather than every typed name, in the client's order. A
     # value of exactly an allowed type (what JSON parsing gives) needs no closer look.
     for name in body:

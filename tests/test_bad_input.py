@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream
+from tests.test_http_schemas import nested_json
 
 ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/chat/completions"]
 
@@ -89,6 +90,84 @@ CASES: list[tuple[str, bytes, int, str | None]] = [
         "tools",
     ),
 ]
+
+
+def _chat(*messages: bytes) -> bytes:
+    return b'{"model": "fake-model", "messages": [%s]}' % b", ".join(messages)
+
+
+_OK = b'{"role": "user", "content": "x"}'
+# Message shapes (issue 13 item 7): before, each of these was forwarded as if valid.
+CASES += [
+    ("content object", _chat(_OK, _OK, b'{"role": "user", "content": {"a": 1}}'), 400,
+     "messages[2].content"),
+    ("content number", _chat(b'{"role": "user", "content": 5}'), 400, "messages[0].content"),
+    ("content boolean", _chat(b'{"role": "user", "content": true}'), 400,
+     "messages[0].content"),
+    ("part a number", _chat(b'{"role": "user", "content": [{"type": "text", "text": "a"}, 5]}'),
+     400, "messages[0].content[1]"),
+    ("part null", _chat(b'{"role": "user", "content": [null]}'), 400, "messages[0].content[0]"),
+    ("part a list", _chat(b'{"role": "user", "content": [["text"]]}'), 400,
+     "messages[0].content[0]"),
+    ("part type not a string", _chat(b'{"role": "user", "content": [{"type": {"t": 1}}]}'), 400,
+     "messages[0].content[0].type"),
+    ("tool_calls object", _chat(_OK, b'{"role": "assistant", "tool_calls": {"id": "c"}}'), 400,
+     "messages[1].tool_calls"),
+    ("tool_calls string", _chat(b'{"role": "assistant", "tool_calls": "[]"}'), 400,
+     "messages[0].tool_calls"),
+    ("tool call not an object",
+     _chat(b'{"role": "assistant", "content": null, "tool_calls": [{"id": "c"}, "call"]}'), 400,
+     "messages[0].tool_calls[1]"),
+]
+
+# Shapes the OpenAI API or common servers accept: every one must reach the upstream unchanged.
+VALID_MESSAGES: list[dict[str, Any]] = [
+    {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+    {"role": "developer", "content": "Answer in French."},
+    {"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+        {"type": "file", "file": {"file_id": "file-1"}},
+        {"type": "video_url", "video_url": {"url": "https://example.com/v.mp4"}},  # vLLM
+        {"image_url": "https://example.com/a.png"},  # vLLM: a part without `type`
+        "plain text",  # vLLM: a string as a text part
+    ]},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "f", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "ok"}]},
+    {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}], "tool_calls": []},
+    {"role": "assistant", "content": "", "tool_calls": None, "reasoning_content": "hm"},
+    {"role": "user", "name": "ann", "content": []},
+    {"role": "assistant"},  # no content at all: the upstream judges
+]
+
+
+async def test_a_bad_message_shape_says_what_to_send(lg: Running, fake: FakeUpstream) -> None:
+    async with aiohttp.ClientSession() as s, s.post(
+        lg.base_url + "/chat/completions",
+        data=_chat(_OK, _OK, b'{"role": "user", "content": {"a": 1}}'),
+    ) as r:
+        error = assert_openai_error(r.status, await r.read(), 400)
+    assert error == {
+        "message": "messages[2].content must be a string, null, or a list of content parts, "
+        "not an object.",
+        "type": "invalid_request_error",
+        "param": "messages[2].content",
+        "code": "invalid_value",
+    }
+    assert fake.requests == []
+
+
+async def test_message_shapes_the_api_and_servers_accept_are_forwarded(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    body = {"model": "fake-model", "messages": VALID_MESSAGES}
+    url = lg.base_url + "/chat/completions"
+    async with aiohttp.ClientSession() as s, s.post(url, data=orjson.dumps(body)) as r:
+        assert r.status == 200, await r.read()
+    assert fake.bodies() == [body]
 
 
 async def test_typed_chat_fields_accept_their_types_and_null(
@@ -237,6 +316,80 @@ async def test_fuzz_never_crashes(
             return  # a body that happens to be valid: the fake answered
         error = assert_openai_error(r.status, raw)
         assert r.status < 500 or error["type"] != "server_error", raw
+
+
+# Chat bodies shaped like real ones, with the odd parts the fuzz runs of issue 13 found: message
+# contents and parts of every JSON type, schemas with counts past 64 bits, junk in type lists,
+# and nesting far past MAX_DEPTH (written as text: neither json nor orjson encodes it).
+HUGE = st.sampled_from([1e20, 1e21, 1e308, 2.0**64, 18446744073709551615, -1e300])
+schema_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | HUGE | st.sampled_from(
+        ["string", "object", "array", "null", "widget", "(?=x)", "#/properties/a", "#"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["type", "properties", "items", "anyOf", "minItems", "maxItems",
+                             "maxLength", "minProperties", "required", "$ref", "enum", "a",
+                             "pattern", "$defs", "prefixItems"]),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=16,
+)
+schema_texts = st.one_of(
+    schema_values.map(json.dumps),
+    st.builds(nested_json, st.integers(1, 480), st.sampled_from(["items", "properties"])),
+)
+parts = st.one_of(
+    json_values,
+    st.fixed_dictionaries({"type": json_values}, optional={"text": json_values}),
+)
+chat_messages = st.lists(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "system", "assistant", "tool"])},
+        optional={"content": st.one_of(json_values, st.lists(parts, max_size=3)),
+                  "tool_calls": st.one_of(json_values, st.lists(json_values, max_size=2))},
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+@pytest.fixture
+async def both_modes(fake: FakeUpstream, start_proxy: StartProxy) -> list[Running]:
+    return [
+        await start_proxy({"name": "fake", "base_url": fake.url, "schema_mode": mode})
+        for mode in ("sanitise", "passthrough")
+    ]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(messages=chat_messages, tool_schema=schema_texts, response_schema=schema_texts,
+       which=st.integers(0, 1), stream=st.booleans())
+async def test_fuzz_chat_shapes_never_crash(
+    both_modes: list[Running], fake: FakeUpstream, messages: list[Any], tool_schema: str,
+    response_schema: str, which: int, stream: bool,
+) -> None:
+    raw = "".join([
+        f'{{"model": "fake-model", "stream": {json.dumps(stream)}, ',
+        f'"messages": {json.dumps(messages)}, ',
+        '"tools": [{"type": "function", "function": {"name": "t", "parameters": ', tool_schema,
+        '}}], "response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": ',
+        response_schema, "}}}",
+    ])
+    sent = len(fake.requests)
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(both_modes[which].base_url + "/chat/completions", data=raw.encode()) as r,
+    ):
+        answer = await r.read()
+    if r.status == 200:
+        return
+    error = assert_openai_error(r.status, answer)
+    assert r.status < 500, answer
+    if r.status == 400 and error["code"] != "context_length_exceeded":
+        assert len(fake.requests) == sent  # refused before anything was sent
 
 
 OTHER_ROUTES = [
