@@ -822,3 +822,25 @@ async def test_a_type_list_of_non_names_is_never_a_500(
     expected = schema if mode == "passthrough" else {
         "type": "object", "properties": {"a": {"type": "null"}}}
     assert body["response_format"]["json_schema"]["schema"] == expected
+
+
+async def test_a_deep_response_schema_asked_for_in_words_is_a_400(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    # Once a model refuses response_format, its schema goes into the system prompt through
+    # `sanitise` alone (no response_format is left for the schema step): the same 400.
+    lg = await start(start_proxy, fake, "llama.cpp")
+    fake.push(Json(orjson.dumps({"error": {
+        "message": "Invalid parameter: 'response_format' of type 'json_schema' is not supported "
+        "with this model.", "type": "invalid_request_error"}}), status=400),
+        Json(completion('{"a": "x"}', model=MODEL)))
+    await ask(lg, response_format=schema_format({"type": "object", "properties": {
+        "a": {"type": "string"}}}))
+    assert len(fake.requests) == 2  # refused, then asked in words
+
+    with pytest.raises(openai.BadRequestError) as caught:
+        await ask(lg, response_format=schema_format(nested(150, "properties")))
+
+    assert_schema_400({"error": caught.value.body}, "response_format.json_schema.schema",
+                      "invalid_json_schema")
+    assert len(fake.requests) == 2
