@@ -75,6 +75,9 @@ def serve_parser() -> argparse.ArgumentParser:
         "repairs tool calls and sizes requests. Point your OpenAI client's base URL at it.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        # A prefix such as `--state redis://...` must not quietly mean --state-file (and write
+        # a file named after a URL that may hold a password): every flag is spelled out.
+        allow_abbrev=False,
     )
     p.add_argument("--version", action="version", version=f"latchgate {__version__}")
     src = p.add_mutually_exclusive_group()

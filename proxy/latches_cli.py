@@ -21,24 +21,33 @@ from .timespec import parse_duration
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="latchgate latches", description="Operate on the latches in a state file."
+        prog="latchgate latches",
+        description="Operate on the latches in a state file.",
+        allow_abbrev=False,  # as for the main command: no flag is read from a prefix
     )
     p.add_argument(
         "--config", type=Path, help="config file (for its state_file and upstream names)"
     )
     p.add_argument("--state-file", type=Path, help="state file; default ./latchgate-state.json")
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("show", help="print the latches as JSON")
-    reset = sub.add_parser("reset", help="forget latches (all, one upstream, or one model)")
+    _command(sub, "show", "print the latches as JSON")
+    reset = _command(sub, "reset", "forget latches (all, one upstream, or one model)")
     reset.add_argument("--upstream", help="upstream name (needs --config)")
     reset.add_argument("--model", help="only this model")
-    expire = sub.add_parser("expire", help="forget latches older than a duration")
+    expire = _command(sub, "expire", "forget latches older than a duration")
     expire.add_argument("--older-than", required=True, help="e.g. 7d, 12h, 30m, 3600s")
-    export = sub.add_parser("export", help="write the latches to FILE")
+    export = _command(sub, "export", "write the latches to FILE")
     export.add_argument("file", type=Path)
-    imp = sub.add_parser("import", help="merge the latches in FILE (only ever latches off)")
+    imp = _command(sub, "import", "merge the latches in FILE (only ever latches off)")
     imp.add_argument("file", type=Path)
     return p
+
+
+def _command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, text: str
+) -> argparse.ArgumentParser:
+    """One subcommand; each is its own parser, so each must refuse abbreviations itself."""
+    return sub.add_parser(name, help=text, allow_abbrev=False)
 
 
 def _load(path: Path) -> LatchStore:

@@ -250,3 +250,33 @@ def test_serving_sets_the_collector_thresholds(monkeypatch: pytest.MonkeyPatch) 
         assert len(ran) == 1
     finally:
         gc.set_threshold(*before)
+
+
+# --- issue 13 item 26: no abbreviated flags ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "prefix"),
+    [
+        (["--upstream", "http://127.0.0.1:1/v1", "--state", "redis://u:pw@h/0"], "--state"),
+        (["--upstream", "http://127.0.0.1:1/v1", "--first-token", "5"], "--first-token"),
+        (["--up", "http://127.0.0.1:1/v1"], "--up"),
+        (["latches", "--state", "redis://u:pw@h/0", "show"], "--state"),
+        (["latches", "--conf", "x.toml", "show"], "--conf"),
+        (["latches", "reset", "--up", "default"], "--up"),
+        (["latches", "expire", "--older", "7d"], "--older"),
+    ],
+)
+def test_abbreviated_flags_are_refused(
+    argv: list[str], prefix: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--state redis://...` once silently meant --state-file and wrote a file named `redis:`."""
+    monkeypatch.chdir(tmp_path)
+    served: list[object] = []
+    monkeypatch.setattr("proxy.cli.serve", served.append)
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert prefix in capsys.readouterr().err
+    assert served == [] and list(tmp_path.iterdir()) == []
