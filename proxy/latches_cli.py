@@ -3,6 +3,8 @@
 These work on the snapshot file, so they are for a stopped proxy or for moving latches between
 machines; a running proxy is managed through its admin routes (it would overwrite the file on its
 next change). `--upstream NAME` needs `--config` to know which endpoint the name stands for.
+`--config` and `--state-file` are taken before or after the subcommand: the help and the README
+write them after it, and that is where people type them.
 """
 
 from __future__ import annotations
@@ -18,17 +20,17 @@ from .config import ConfigError, load_toml
 from .snapshots import load_file, save_file
 from .timespec import parse_duration
 
+DEFAULT_STATE = "latchgate-state.json"
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="latchgate latches",
-        description="Operate on the latches in a state file.",
+        description="Operate on the latches in a state file. --config and --state-file may go "
+        "before or after the subcommand.",
         allow_abbrev=False,  # as for the main command: no flag is read from a prefix
     )
-    p.add_argument(
-        "--config", type=Path, help="config file (for its state_file and upstream names)"
-    )
-    p.add_argument("--state-file", type=Path, help="state file; default ./latchgate-state.json")
+    _where(p, "")
     sub = p.add_subparsers(dest="command", required=True)
     _command(sub, "show", "print the latches as JSON")
     reset = _command(sub, "reset", "forget latches (all, one upstream, or one model)")
@@ -43,11 +45,45 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _where(p: argparse.ArgumentParser, prefix: str) -> None:
+    """--config and --state-file, on the main parser (prefix "") or a subcommand ("sub_").
+
+    A subcommand's copy writes to its own attribute: argparse would otherwise let the
+    subcommand's default (None) overwrite a value given before the subcommand.
+    """
+    p.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        dest=f"{prefix}config",
+        help="config file (for its state_file and upstream names)",
+    )
+    p.add_argument(
+        "--state-file",
+        type=Path,
+        metavar="PATH",
+        dest=f"{prefix}state_file",
+        help=f"state file; default: the config's state_file, else ./{DEFAULT_STATE}",
+    )
+
+
 def _command(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, text: str
 ) -> argparse.ArgumentParser:
-    """One subcommand; each is its own parser, so each must refuse abbreviations itself."""
-    return sub.add_parser(name, help=text, allow_abbrev=False)
+    """One subcommand; each is its own parser, so each refuses abbreviations itself and takes
+    --config / --state-file after its name (where `--help` and the README put them)."""
+    command = sub.add_parser(name, help=text, allow_abbrev=False)
+    _where(command, "sub_")
+    return command
+
+
+def _merge_where(args: argparse.Namespace) -> None:
+    """Fold the options given after the subcommand into those given before it."""
+    for name, flag in (("config", "--config"), ("state_file", "--state-file")):
+        before, after = getattr(args, name), getattr(args, f"sub_{name}")
+        if before is not None and after is not None and before != after:
+            raise ConfigError(f"{flag} given twice ({before} and {after}); give it once")
+        setattr(args, name, before if before is not None else after)
 
 
 def _load(path: Path) -> LatchStore:
@@ -64,13 +100,14 @@ def _load(path: Path) -> LatchStore:
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     names: dict[str, str] = {}
-    state = args.state_file
     try:
+        _merge_where(args)
+        state = args.state_file
         if args.config is not None:
             settings = load_toml(args.config)
             names = {u.name: endpoint_id(u.base_url, u.api_key) for u in settings.upstreams}
             state = state or settings.state_file
-        state = state or Path("latchgate-state.json")
+        state = state or Path(DEFAULT_STATE)
         store = _load(state)
         if args.command == "show":
             print(
