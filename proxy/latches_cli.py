@@ -2,7 +2,8 @@
 
 These work on the snapshot file, so they are for a stopped proxy or for moving latches between
 machines; a running proxy is managed through its admin routes (it would overwrite the file on its
-next change). `--upstream NAME` needs `--config` to know which endpoint the name stands for.
+next change). `--upstream NAME` is looked up in `--config` when one is given, else among the
+names the state file recorded for its endpoints (`--upstream` mode records "default").
 `--config` and `--state-file` are taken before or after the subcommand: the help and the README
 write them after it, and that is where people type them.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -34,7 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     _command(sub, "show", "print the latches as JSON")
     reset = _command(sub, "reset", "forget latches (all, one upstream, or one model)")
-    reset.add_argument("--upstream", help="upstream name (needs --config)")
+    reset.add_argument(
+        "--upstream",
+        metavar="NAME",
+        help="only this upstream: a name in --config, else the name latches show prints",
+    )
     reset.add_argument("--model", help="only this model")
     expire = _command(sub, "expire", "forget latches older than a duration")
     expire.add_argument("--older-than", required=True, help="e.g. 7d, 12h, 30m, 3600s")
@@ -99,65 +105,103 @@ def _load(path: Path) -> LatchStore:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    names: dict[str, str] = {}
     try:
         _merge_where(args)
+        names: dict[str, str] = {}
         state = args.state_file
         if args.config is not None:
             settings = load_toml(args.config)
             names = {u.name: endpoint_id(u.base_url, u.api_key) for u in settings.upstreams}
             state = state or settings.state_file
         state = state or Path(DEFAULT_STATE)
-        store = _load(state)
-        if args.command == "show":
-            print(
-                orjson.dumps(
-                    {"state_file": str(state), "endpoints": store.describe()},
-                    option=orjson.OPT_INDENT_2,
-                ).decode()
-            )
-            return 0
-        if args.command == "reset":
-            eid = None
-            if args.upstream is not None:
-                if args.upstream not in names:
-                    raise ConfigError(
-                        f"--upstream {args.upstream!r}: not an upstream in the "
-                        "config; pass --config with the file that names it"
-                    )
-                eid = names[args.upstream]
-            removed = store.reset(eid, args.model)
-            save_file(state, store.to_snapshot())
-            print(f"reset {removed} latch entr{'y' if removed == 1 else 'ies'} in {state}")
-            return 0
-        if args.command == "expire":
-            try:
-                seconds = parse_duration(args.older_than)
-            except ValueError as exc:
-                raise ConfigError(f"--older-than: {exc}") from None
-            removed = store.expire(seconds)
-            save_file(state, store.to_snapshot())
-            print(f"expired {removed} latch entr{'y' if removed == 1 else 'ies'} in {state}")
-            return 0
-        if args.command == "export":
-            save_file(args.file, store.to_snapshot())
-            print(f"exported latches from {state} to {args.file}")
-            return 0
-        if args.command == "import":
-            data, warnings = load_file(args.file)
-            for warning in warnings:
-                print(f"latchgate: {warning}", file=sys.stderr)
-            if data is None:
-                raise ConfigError(f"{args.file}: nothing to import")
-            for warning in store.merge_snapshot(data):
-                print(f"latchgate: {warning}", file=sys.stderr)
-            save_file(state, store.to_snapshot())
-            print(f"imported latches from {args.file} into {state}")
-            return 0
+        return _COMMANDS[args.command](args, state, names, _load(state))
     except ConfigError as exc:
         print(f"latchgate: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"latchgate: {exc}", file=sys.stderr)
         return 1
-    return 2
+
+
+def _show(args: argparse.Namespace, state: Path, names: dict[str, str], store: LatchStore) -> int:
+    print(
+        orjson.dumps(
+            {"state_file": str(state), "endpoints": store.describe()}, option=orjson.OPT_INDENT_2
+        ).decode()
+    )
+    return 0
+
+
+def _reset(args: argparse.Namespace, state: Path, names: dict[str, str], store: LatchStore) -> int:
+    if args.upstream is None:
+        removed = store.reset(None, args.model)
+    else:
+        eids = _endpoints_named(args.upstream, names, store)
+        removed = sum(store.reset(eid, args.model) for eid in eids)
+    save_file(state, store.to_snapshot())
+    print(f"reset {_entries(removed)} in {state}")
+    return 0
+
+
+def _endpoints_named(name: str, names: dict[str, str], store: LatchStore) -> list[str]:
+    """The endpoint ids an upstream name stands for.
+
+    The config's name wins: it says what the name means now. Without one (`--upstream` mode, or
+    an upstream since removed from the config) the name each endpoint was saved under is used;
+    it is what `latches show` prints, so it is what an operator types back.
+    """
+    if name in names:
+        return [names[name]]
+    listing = store.describe()
+    found = [entry["endpoint"] for entry in listing if entry["upstream"] == name]
+    if found:
+        return found
+    known = sorted(set(names) | {entry["upstream"] for entry in listing if entry["upstream"]})
+    raise ConfigError(
+        f"--upstream {name!r}: no upstream of that name in the state file"
+        + (" or the config" if names else "")
+        + (f" (known: {', '.join(known)})" if known else " (it holds no named upstreams)")
+    )
+
+
+def _expire(args: argparse.Namespace, state: Path, names: dict[str, str], store: LatchStore) -> int:
+    try:
+        seconds = parse_duration(args.older_than)
+    except ValueError as exc:
+        raise ConfigError(f"--older-than: {exc}") from None
+    removed = store.expire(seconds)
+    save_file(state, store.to_snapshot())
+    print(f"expired {_entries(removed)} in {state}")
+    return 0
+
+
+def _export(args: argparse.Namespace, state: Path, names: dict[str, str], store: LatchStore) -> int:
+    save_file(args.file, store.to_snapshot())
+    print(f"exported latches from {state} to {args.file}")
+    return 0
+
+
+def _import(args: argparse.Namespace, state: Path, names: dict[str, str], store: LatchStore) -> int:
+    data, warnings = load_file(args.file)
+    for warning in warnings:
+        print(f"latchgate: {warning}", file=sys.stderr)
+    if data is None:
+        raise ConfigError(f"{args.file}: nothing to import")
+    for warning in store.merge_snapshot(data):
+        print(f"latchgate: {warning}", file=sys.stderr)
+    save_file(state, store.to_snapshot())
+    print(f"imported latches from {args.file} into {state}")
+    return 0
+
+
+def _entries(count: int) -> str:
+    return f"{count} latch entr{'y' if count == 1 else 'ies'}"
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace, Path, dict[str, str], LatchStore], int]] = {
+    "show": _show,
+    "reset": _reset,
+    "expire": _expire,
+    "export": _export,
+    "import": _import,
+}

@@ -98,3 +98,68 @@ def test_two_different_state_files_are_refused(
     a, b = _state(tmp_path / "a.json"), _state(tmp_path / "b.json")
     assert main(["latches", "--state-file", str(a), "show", "--state-file", str(b)]) == 2
     assert "--state-file" in capsys.readouterr().err
+
+
+# --- item 18: --upstream NAME from the names the snapshot records ------------------------------
+
+
+def test_reset_upstream_named_in_the_snapshot_without_a_config(tmp_path: Path) -> None:
+    """`--upstream` mode records its upstream as "default"; that name resets it."""
+    state = _state(tmp_path / "state.json", upstream="default")
+    store = _read(state)
+    elsewhere = endpoint_id("http://10.0.0.2:8000/v1", None)
+    store.learn(elsewhere, "qwen", Refusal("legacy_token_limit"), upstream="gpu")
+    save_file(state, store.to_snapshot())
+
+    argv = ["latches", "reset", "--upstream", "default", "--state-file", str(state)]
+    assert main(argv) == 0
+    left = _read(state)
+    assert left.view(EID, "qwen")[1].legacy_token_limit is True
+    assert left.view(EID, "other")[1].chosen_temperature is True
+    assert left.view(elsewhere, "qwen")[1].legacy_token_limit is False
+
+
+def test_reset_upstream_and_model_from_the_snapshot(tmp_path: Path) -> None:
+    state = _state(tmp_path / "state.json", upstream="default")
+    argv = ["latches", "reset", "--upstream", "default", "--model", "qwen", "--state-file"]
+    assert main([*argv, str(state)]) == 0
+    left = _read(state)
+    assert left.view(EID, "qwen")[1].legacy_token_limit is True
+    assert left.view(EID, "other")[1].chosen_temperature is False
+
+
+def test_a_name_the_config_gives_wins_over_the_snapshot(tmp_path: Path) -> None:
+    """The snapshot's name is a record of the past; the config says what the name is now."""
+    config = _config(tmp_path)  # local -> URL
+    state = _state(tmp_path / "state.json")
+    store = _read(state)
+    moved = endpoint_id("http://10.0.0.2:8000/v1", None)  # was called "local" once
+    store.learn(moved, "qwen", Refusal("legacy_token_limit"), upstream="local")
+    save_file(state, store.to_snapshot())
+
+    assert main(["latches", "reset", "--upstream", "local", "--config", str(config)]) == 0
+    left = _read(state)
+    assert left.view(EID, "qwen")[1].legacy_token_limit is True
+    assert left.view(moved, "qwen")[1].legacy_token_limit is False
+
+
+def test_a_name_only_the_snapshot_knows_works_with_a_config(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    state = tmp_path / "state.json"
+    gone = endpoint_id("http://10.0.0.2:8000/v1", None)
+    store = LatchStore()
+    store.learn(gone, "qwen", Refusal("legacy_token_limit"), upstream="retired")
+    save_file(state, store.to_snapshot())
+    assert main(["latches", "reset", "--upstream", "retired", "--config", str(config)]) == 0
+    assert _read(state).describe() == []
+
+
+def test_an_unknown_name_is_refused_naming_the_known_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = _state(tmp_path / "state.json", upstream="default")
+    before = state.read_bytes()
+    assert main(["latches", "reset", "--upstream", "nope", "--state-file", str(state)]) == 2
+    err = capsys.readouterr().err
+    assert "'nope'" in err and "default" in err
+    assert state.read_bytes() == before
