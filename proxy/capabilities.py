@@ -18,6 +18,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -159,6 +160,29 @@ class LatchStore:
             }
             for eid, endpoint in sorted(self._endpoints.items())
         ]
+
+    def describe_in_words(self) -> list[str]:
+        """`latches show` for people: one line per thing refused, in words, with ISO times.
+
+        `describe()` is the machine form (the admin route and `--json` print it); its `true` /
+        `false` read backwards to a person ("legacy_token_limit: false" means max_tokens was
+        refused) and its times are epoch seconds, so this says what each latch means instead.
+        Endpoints come sorted by id and models by name, as in `describe()`.
+        """
+        lines: list[str] = []
+        for eid, endpoint in sorted(self._endpoints.items()):
+            body = [
+                f"  every model: {words}{_since(endpoint.latched_since or endpoint.since)}"
+                for words in _endpoint_words(endpoint)
+            ]
+            for name, latches in sorted(endpoint.models.items()):
+                body += [
+                    f"  model {name}: {words}{_since(latches.since)}"
+                    for words in _model_words(latches)
+                ]
+            if body:
+                lines += [_endpoint_heading(eid, endpoint), *body]
+        return lines
 
     # -- learning ------------------------------------------------------------------------------
 
@@ -393,6 +417,72 @@ def _model_fields(model: ModelLatches) -> dict[str, Any]:
         "supported_efforts": model.supported_efforts,
         "effort_with_tools": model.effort_with_tools,
     }
+
+
+# What each latch means, as `latches show` prints it: what was refused, then what latchgate does.
+_ENDPOINT_WORDS = {
+    "strict_schemas": "cannot build a grammar from some JSON schemas (tool and response schemas "
+    "sent relaxed, without pattern and format)",
+    "usage_in_stream": "refuses stream_options (not sent; streams carry no usage report)",
+}
+_MODEL_WORDS = {
+    "reasoning_effort": "refuses reasoning_effort (not sent)",
+    "legacy_token_limit": "refuses max_tokens (sent as max_completion_tokens)",
+    "chosen_temperature": "accepts only its default temperature (temperature not sent)",
+    "structured_output": "refuses response_format (JSON asked for in the system prompt)",
+    "native_tools": "refuses native tool calling (tools described in the prompt)",
+}
+
+
+def _endpoint_heading(eid: str, endpoint: EndpointLatches) -> str:
+    """The upstream's name when it has one (what `latches reset --upstream` takes), and the
+    start of its id: enough to tell endpoints apart, the full id is in `--json`."""
+    met = f"first met {_iso(endpoint.since)}" if endpoint.since else "first met at an unknown time"
+    if endpoint.upstream:
+        return f"upstream {endpoint.upstream} (endpoint {eid[:12]}, {met}):"
+    return f"unnamed endpoint {eid[:12]} ({met}):"
+
+
+def _endpoint_words(endpoint: EndpointLatches) -> list[str]:
+    return [_ENDPOINT_WORDS[name] for name in ENDPOINT_FLAGS if not getattr(endpoint, name)]
+
+
+def _model_words(model: ModelLatches) -> list[str]:
+    words = [_MODEL_WORDS[name] for name in MODEL_FLAGS if not getattr(model, name)]
+    if model.refused_fields:
+        plural = "s" if len(model.refused_fields) > 1 else ""
+        words.append(
+            f"refuses the field{plural} {', '.join(sorted(model.refused_fields))} (dropped)"
+        )
+    if model.refused_efforts:
+        # ladder order (none, minimal, ...) reads better than alphabetical; others follow
+        ordered = sorted(model.refused_efforts, key=lambda v: (_rung(v), v))
+        words.append(f"refuses reasoning_effort {', '.join(ordered)} (the next value up is sent)")
+    if model.supported_efforts is not None:
+        allowed = ", ".join(model.supported_efforts) or "no value latchgate knows"
+        words.append(f"accepts only reasoning_effort {allowed}")
+    if model.effort_with_tools is not None:
+        words.append(
+            "refuses tools together with a reasoning effort (reasoning_effort "
+            f"{model.effort_with_tools} sent with tools)"
+        )
+    return words
+
+
+def _rung(value: str) -> int:
+    """A value's place on the effort ladder (BEHAVIOUR 2.4); values off it come last."""
+    from proxy.negotiate import LADDER  # here, not at the top: negotiate imports this module
+
+    return LADDER.index(value) if value in LADDER else len(LADDER)
+
+
+def _since(when: float) -> str:
+    return f" since {_iso(when)}" if when else ""
+
+
+def _iso(when: float) -> str:
+    """UTC, to the second, with a Z: what people compare with logs and paste into tickets."""
+    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _dump(endpoint: EndpointLatches) -> tuple[Any, ...]:

@@ -36,11 +36,13 @@ DEFAULT_STATE = "latchgate-state.json"
 
 EPILOG = f"""\
 latch management (works on the state file; run while latchgate is stopped, or use the admin
-routes of a running one):
-  latchgate latches show    [--state-file PATH]
-  latchgate latches reset   [--upstream NAME] [--model M] [--config F | --state-file PATH]
-  latchgate latches expire  --older-than DURATION (e.g. 7d, 12h)
+routes of a running one; --config FILE or --state-file PATH go before or after the subcommand):
+  latchgate latches show    [--json]                  what each upstream and model refused
+  latchgate latches reset   [--upstream NAME] [--model M]
+  latchgate latches expire  --older-than DURATION     (e.g. 7d, 12h)
   latchgate latches export FILE / latchgate latches import FILE
+  `show --json` prints the JSON earlier versions printed (scripts rely on it); `reset
+  --upstream` takes a name from --config, else the name `show` prints ("default" for --upstream)
 
 environment:
   {CLIENT_KEYS_ENV}   comma-separated client keys (required when --host is not loopback)

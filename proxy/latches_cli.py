@@ -34,7 +34,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     _where(p, "")
     sub = p.add_subparsers(dest="command", required=True)
-    _command(sub, "show", "print the latches as JSON")
+    show = _command(sub, "show", "say what each upstream and model refused, and since when")
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON instead, in the same shape as earlier versions (kept for scripts): "
+        '{"state_file", "endpoints"}, each endpoint as GET /admin/latches lists it; there a '
+        "latch reads false when refused and times are Unix seconds",
+    )
     reset = _command(sub, "reset", "forget latches (all, one upstream, or one model)")
     reset.add_argument(
         "--upstream",
@@ -124,11 +131,17 @@ def main(argv: list[str]) -> int:
 
 
 def _show(args: argparse.Namespace, state: Path, names: dict[str, str], store: LatchStore) -> int:
-    print(
-        orjson.dumps(
-            {"state_file": str(state), "endpoints": store.describe()}, option=orjson.OPT_INDENT_2
-        ).decode()
-    )
+    if args.json:
+        # Exactly what `latches show` printed before it printed words, for the scripts that
+        # read it; a new shape would have needed a new flag and broken them anyway.
+        listing = {"state_file": str(state), "endpoints": store.describe()}
+        print(orjson.dumps(listing, option=orjson.OPT_INDENT_2).decode())
+        return 0
+    lines = store.describe_in_words()
+    if not lines:
+        print(f"no latches in {state}: every request is sent as the client wrote it")
+        return 0
+    print("\n".join([f"latches in {state}:", *lines]))
     return 0
 
 

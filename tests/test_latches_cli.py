@@ -6,12 +6,13 @@ Issue 13 items 17 (options after the subcommand), 18 (`--upstream NAME` without 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
 import pytest
 
-from proxy.capabilities import LatchStore, endpoint_id
+from proxy.capabilities import ENDPOINT_FLAGS, MODEL_FLAGS, LatchStore, endpoint_id
 from proxy.cli import main
 from proxy.negotiate import Refusal
 from proxy.snapshots import save_file
@@ -163,3 +164,109 @@ def test_an_unknown_name_is_refused_naming_the_known_ones(
     err = capsys.readouterr().err
     assert "'nope'" in err and "default" in err
     assert state.read_bytes() == before
+
+
+# --- item 19: `show` says what was refused, in words and ISO times; --json for machines ------
+
+ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+
+
+def _rich_state(path: Path) -> LatchStore:
+    """Every kind of latch, on a named endpoint and an unnamed (imported) one."""
+    store = LatchStore()
+    store.learn(EID, "qwen", Refusal("legacy_token_limit"), upstream="default")
+    store.learn(EID, "qwen", Refusal("refused_field", fields=("top_k", "min_p")))
+    store.learn(EID, "gpt", Refusal("chosen_temperature"))
+    store.learn(EID, "gpt", Refusal("reasoning_effort"))
+    store.learn(EID, "gpt", Refusal("structured_output"))
+    store.learn(EID, "gpt", Refusal("native_tools"))
+    store.learn(EID, "o", Refusal("effort_value", refused_effort="minimal", next_effort="low",
+                                  supported_efforts=("low", "high")))
+    store.learn(EID, "o", Refusal("effort_value", effort_with_tools="none"))
+    store.learn(EID, "qwen", Refusal("usage_in_stream"))
+    store.learn(EID, "qwen", Refusal("strict_schemas"))
+    store.learn("b" * 64, "m", Refusal("refused_field", fields=("seed",)))
+    save_file(path, store.to_snapshot())
+    return store
+
+
+def test_show_says_what_was_refused_in_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+
+    state = tmp_path / "state.json"
+    _rich_state(state)
+    assert main(["latches", "show", "--state-file", str(state)]) == 0
+    out = capsys.readouterr().out
+    assert "legacy_token_limit" not in out and "true" not in out and "false" not in out
+    lines = out.splitlines()
+    expected = [
+        rf"^upstream default \(endpoint {EID[:12]}, first met {ISO}\):$",
+        rf"^  every model: refuses stream_options \(not sent; streams carry no usage report\) "
+        rf"since {ISO}$",
+        r"^  every model: cannot build a grammar from some JSON schemas \(tool and response "
+        r"schemas sent relaxed, without pattern and format\)",
+        rf"^  model qwen: refuses max_tokens \(sent as max_completion_tokens\) since {ISO}$",
+        rf"^  model qwen: refuses the fields min_p, top_k \(dropped\) since {ISO}$",
+        r"^  model gpt: accepts only its default temperature \(temperature not sent\)",
+        r"^  model gpt: refuses reasoning_effort \(not sent\)",
+        r"^  model gpt: refuses response_format \(JSON asked for in the system prompt\)",
+        r"^  model gpt: refuses native tool calling \(tools described in the prompt\)",
+        r"^  model o: refuses reasoning_effort minimal \(the next value up is sent\)",
+        r"^  model o: accepts only reasoning_effort low, high",
+        r"^  model o: refuses tools together with a reasoning effort \(reasoning_effort none "
+        r"sent with tools\)",
+        rf"^unnamed endpoint {'b' * 12} \(first met {ISO}\):$",
+        r"^  model m: refuses the field seed \(dropped\)",
+    ]
+    for pattern in expected:
+        assert any(re.match(pattern, line) for line in lines), (pattern, out)
+    assert lines[0] == f"latches in {state}:"
+
+
+def test_show_with_nothing_latched_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "empty.json"
+    save_file(state, LatchStore().to_snapshot())
+    assert main(["latches", "show", "--state-file", str(state)]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"no latches in {state}: every request is sent as the client wrote it"
+    )
+
+
+def test_show_json_keeps_the_earlier_shape(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Scripts read `latches show` before it printed words; `--json` gives them that output."""
+    state = tmp_path / "state.json"
+    store = _rich_state(state)
+    for argv in (["show", "--json", "--state-file", str(state)],
+                 ["--state-file", str(state), "show", "--json"]):
+        assert main(["latches", *argv]) == 0
+        out = capsys.readouterr().out
+        assert orjson.loads(out) == {"state_file": str(state), "endpoints": store.describe()}
+        assert out == orjson.dumps(
+            {"state_file": str(state), "endpoints": store.describe()}, option=orjson.OPT_INDENT_2
+        ).decode() + "\n"
+
+
+def test_every_latch_kind_has_words() -> None:
+    """A latch added later without words would vanish from `latches show`."""
+    store = LatchStore()
+    for flag in (*ENDPOINT_FLAGS, *MODEL_FLAGS):
+        store.learn("e" * 64, f"model-{flag}", Refusal(flag))
+    lines = store.describe_in_words()
+    for flag in MODEL_FLAGS:
+        assert any(line.startswith(f"  model model-{flag}: ") for line in lines), flag
+    assert sum(line.startswith("  every model: ") for line in lines) == len(ENDPOINT_FLAGS)
+
+
+def test_describe_in_words_leaves_describe_alone() -> None:
+    store = LatchStore()
+    store.learn("e" * 64, "m", Refusal("legacy_token_limit"), upstream="u")
+    before = store.describe()
+    store.describe_in_words()
+    assert store.describe() == before
+    assert set(before[0]) == {"endpoint", "upstream", "since", "strict_schemas",
+                              "usage_in_stream", "refused", "models"}
