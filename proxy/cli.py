@@ -20,6 +20,7 @@ import orjson
 
 from . import __version__, logs
 from .config import (
+    DEFAULT_SHUTDOWN_GRACE,
     KINDS,
     LOG_LEVELS,
     ConfigError,
@@ -135,6 +136,14 @@ def serve_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="longest wait for the first token; default 5 x idle timeout, 0 disables",
     )
+    p.add_argument(
+        "--shutdown-grace",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="on SIGTERM, how long requests in flight may take to finish before the remaining "
+        f"streams are ended with an error event; default {DEFAULT_SHUTDOWN_GRACE:g}, 0 ends "
+        "them at once",
+    )
     p.add_argument("--log-level", choices=LOG_LEVELS, help="default info")
     return p
 
@@ -143,10 +152,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     """Build validated settings from parsed flags (and the config file they name)."""
     if args.config is not None:
         settings = load_toml(args.config)
-        if args.upstream_only_flags():
+        given = _upstream_only_flags(args)
+        if given:
+            one = len(given) == 1
             raise ConfigError(
-                "--name, --kind, --api-key-env, --retries and the timeout flags "
-                "go with --upstream; with --config set them in the file"
+                f"{', '.join(given)} {'goes' if one else 'go'} with --upstream; with --config "
+                f"set {'it' if one else 'them'} in the file's [[upstreams]] tables"
             )
     elif args.upstream is not None:
         raw: dict[str, object] = {"name": args.name, "base_url": args.upstream, "kind": args.kind}
@@ -172,6 +183,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         settings.state_file = args.state_file
     if args.log_level is not None:
         settings.log_level = args.log_level
+    if args.shutdown_grace is not None:
+        settings.shutdown_grace = args.shutdown_grace
     env_keys = os.environ.get(CLIENT_KEYS_ENV, "")
     settings.client_keys += [k.strip() for k in env_keys.split(",") if k.strip()]
     settings.admin_key = settings.admin_key or os.environ.get(ADMIN_KEY_ENV) or None
@@ -179,15 +192,20 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return settings
 
 
-def _upstream_only_flags(args: argparse.Namespace) -> bool:
-    return bool(
-        args.name != "default"
-        or args.kind != "auto"
-        or args.api_key_env
-        or args.retries is not None
-        or args.idle_timeout is not None
-        or args.first_token_timeout is not None
-    )
+# Flags that describe the one --upstream, with the value that means "not given".
+_UPSTREAM_ONLY = (
+    ("--name", "name", "default"),
+    ("--kind", "kind", "auto"),
+    ("--api-key-env", "api_key_env", None),
+    ("--retries", "retries", None),
+    ("--idle-timeout", "idle_timeout", None),
+    ("--first-token-timeout", "first_token_timeout", None),
+)
+
+
+def _upstream_only_flags(args: argparse.Namespace) -> list[str]:
+    """The --upstream flags given (named in the error, so the user sees which one to move)."""
+    return [flag for flag, attr, unset in _UPSTREAM_ONLY if getattr(args, attr) != unset]
 
 
 def serve(settings: Settings) -> None:
@@ -204,7 +222,6 @@ def main(argv: list[str] | None = None) -> int:
         return latches_main(argv[1:])
     parser = serve_parser()
     args = parser.parse_args(argv)
-    args.upstream_only_flags = lambda: _upstream_only_flags(args)
     try:
         settings = settings_from_args(args)
     except ConfigError as exc:

@@ -24,6 +24,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 DEFAULT_PORT = 8787
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 DEFAULT_IDLE_TIMEOUT = 60.0
+DEFAULT_SHUTDOWN_GRACE = 10.0
 
 
 class ConfigError(ValueError):
@@ -82,6 +83,10 @@ class Settings:
     log_level: str = "info"
     probe_interval: float = 30.0
     model_label_cap: int = 200
+    # SIGTERM: seconds requests in flight get to finish before the remaining streams are ended
+    # with an error event (0: at once). Bounded, so a stalled stream cannot hold up a shutdown
+    # for its whole idle timeout.
+    shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
 
     def upstream(self, name: str) -> UpstreamConfig:
         for up in self.upstreams:
@@ -242,7 +247,7 @@ def parse_settings(data: dict[str, Any], *, base_dir: Path | None = None) -> Set
 
 _SERVER_KEYS = {
     "host", "port", "state_file", "client_keys", "client_keys_env", "admin_key_env",
-    "max_body_bytes", "log_level", "probe_interval", "model_label_cap",
+    "max_body_bytes", "log_level", "probe_interval", "model_label_cap", "shutdown_grace",
 }  # fmt: skip
 
 
@@ -282,6 +287,8 @@ def apply_server_table(
         settings.probe_interval = float(
             _num("server.probe_interval", server["probe_interval"], minimum=1)
         )
+    if "shutdown_grace" in server:
+        settings.shutdown_grace = float(_num("server.shutdown_grace", server["shutdown_grace"]))
     if "model_label_cap" in server:
         settings.model_label_cap = _num(
             "server.model_label_cap", server["model_label_cap"], minimum=1, integer=True

@@ -18,7 +18,7 @@ import pytest
 
 from proxy.capabilities import LatchStore, endpoint_id
 from proxy.cli import main
-from proxy.config import ConfigError, load_toml
+from proxy.config import ConfigError, Settings, load_toml
 from proxy.negotiate import Refusal
 from proxy.snapshots import save_file
 from tests.fakeupstream import FakeUpstream
@@ -52,6 +52,7 @@ def test_help_lists_every_flag() -> None:
         "--retries",
         "--idle-timeout",
         "--first-token-timeout",
+        "--shutdown-grace",
         "--log-level",
         "latches show",
         "LATCHGATE_CLIENT_KEYS",
@@ -129,6 +130,7 @@ def test_example_config_is_valid() -> None:
     assert settings.host == "127.0.0.1" and settings.port == 8787
     assert settings.upstreams[0].name == "local"
     assert settings.upstreams[0].effective_first_token_timeout == 300
+    assert settings.shutdown_grace == 10
 
 
 def _free_port() -> int:
@@ -333,3 +335,74 @@ async def test_starts_with_a_fifo_as_state_file_and_cleans_leftovers(
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # neither read, moved nor replaced at shutdown
     assert not leftover.exists() and ".state.json.k2j4_9xq.tmp" in logged
     assert sorted(os.listdir(tmp_path)) == ["state.json"]
+
+
+# --- issue 13 item 14: shutdown_grace -----------------------------------------------------------
+
+UP = "http://127.0.0.1:1/v1"
+
+
+def _served(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> Settings:
+    """The settings `main(argv)` would serve with (serving itself replaced)."""
+    served: list[Settings] = []
+    monkeypatch.setattr("proxy.cli.serve", served.append)
+    assert main(argv) == 0
+    [settings] = served
+    return settings
+
+
+def _toml(tmp_path: Path, server: str = "") -> Path:
+    path = tmp_path / "latchgate.toml"
+    path.write_text(f"[server]\n{server}\n[[upstreams]]\nname = 'a'\nbase_url = '{UP}'\n")
+    return path
+
+
+def test_shutdown_grace_defaults_to_ten_seconds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert Settings(upstreams=[]).shutdown_grace == 10.0
+    assert _served(monkeypatch, ["--upstream", UP]).shutdown_grace == 10.0
+    assert _served(monkeypatch, ["--config", str(_toml(tmp_path))]).shutdown_grace == 10.0
+
+
+@pytest.mark.parametrize("value", ["0", "2.5", "30"])
+def test_shutdown_grace_flag_in_both_modes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    flag = ["--shutdown-grace", value]
+    assert _served(monkeypatch, ["--upstream", UP, *flag]).shutdown_grace == float(value)
+    config = _toml(tmp_path, "shutdown_grace = 99")
+    assert _served(monkeypatch, ["--config", str(config), *flag]).shutdown_grace == float(value)
+
+
+def test_shutdown_grace_from_the_config_file(tmp_path: Path) -> None:
+    settings = load_toml(_toml(tmp_path, "shutdown_grace = 0"))
+    assert settings.shutdown_grace == 0.0 and isinstance(settings.shutdown_grace, float)
+    assert load_toml(_toml(tmp_path, "shutdown_grace = 4")).shutdown_grace == 4.0
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("'soon'", "server.shutdown_grace: expected a number"),
+     ("-1", "server.shutdown_grace: must be 0 or more"),
+     ("true", "server.shutdown_grace: expected a number")],
+)
+def test_bad_shutdown_grace_in_the_file_names_the_key(
+    tmp_path: Path, value: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_toml(_toml(tmp_path, f"shutdown_grace = {value}"))
+
+
+@pytest.mark.parametrize("value", ["-1", "soon"])
+def test_bad_shutdown_grace_flag_exits_2(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--upstream", UP, "--shutdown-grace", value])
+    assert exc.value.code == 2 and "--shutdown-grace" in capsys.readouterr().err
+
+
+def test_help_and_example_document_shutdown_grace() -> None:
+    assert "--shutdown-grace SECONDS" in " ".join(run_cli("--help").stdout.split())
+    assert "shutdown_grace = 10" in (ROOT / "latchgate.example.toml").read_text()
