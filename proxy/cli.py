@@ -134,7 +134,15 @@ def serve_parser() -> argparse.ArgumentParser:
         "--first-token-timeout",
         type=_positive_float,
         metavar="SECONDS",
-        help="longest wait for the first token; default 5 x idle timeout, 0 disables",
+        help="longest wait for the first token of a stream, and for the first byte of a whole "
+        "answer (then retried, or 504); default 5 x idle timeout, 0 disables",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="total time for a whole (non-streamed) request to --upstream; default 600, "
+        "0 disables",
     )
     p.add_argument(
         "--shutdown-grace",
@@ -169,6 +177,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             raw["idle_timeout"] = args.idle_timeout
         if args.first_token_timeout is not None:
             raw["first_token_timeout"] = args.first_token_timeout
+        if args.request_timeout is not None:
+            raw["request_timeout"] = args.request_timeout
         settings = Settings(upstreams=[parse_upstream(raw, "--upstream")])
         settings.state_file = Path(DEFAULT_STATE)
     else:
@@ -200,6 +210,7 @@ _UPSTREAM_ONLY = (
     ("--retries", "retries", None),
     ("--idle-timeout", "idle_timeout", None),
     ("--first-token-timeout", "first_token_timeout", None),
+    ("--request-timeout", "request_timeout", None),
 )
 
 

@@ -52,6 +52,7 @@ def test_help_lists_every_flag() -> None:
         "--retries",
         "--idle-timeout",
         "--first-token-timeout",
+        "--request-timeout",
         "--shutdown-grace",
         "--log-level",
         "latches show",
@@ -337,7 +338,7 @@ async def test_starts_with_a_fifo_as_state_file_and_cleans_leftovers(
     assert sorted(os.listdir(tmp_path)) == ["state.json"]
 
 
-# --- issue 13 item 14: shutdown_grace -----------------------------------------------------------
+# --- issue 13 items 14 and 15: shutdown_grace and --request-timeout ---------------------------
 
 UP = "http://127.0.0.1:1/v1"
 
@@ -396,13 +397,40 @@ def test_bad_shutdown_grace_in_the_file_names_the_key(
         load_toml(_toml(tmp_path, f"shutdown_grace = {value}"))
 
 
+@pytest.mark.parametrize("flag", ["--shutdown-grace", "--request-timeout"])
 @pytest.mark.parametrize("value", ["-1", "soon"])
-def test_bad_shutdown_grace_flag_exits_2(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_seconds_flags_exit_2(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exc:
-        main(["--upstream", UP, "--shutdown-grace", value])
-    assert exc.value.code == 2 and "--shutdown-grace" in capsys.readouterr().err
+        main(["--upstream", UP, flag, value])
+    assert exc.value.code == 2 and flag in capsys.readouterr().err
 
 
-def test_help_and_example_document_shutdown_grace() -> None:
-    assert "--shutdown-grace SECONDS" in " ".join(run_cli("--help").stdout.split())
-    assert "shutdown_grace = 10" in (ROOT / "latchgate.example.toml").read_text()
+def test_request_timeout_flag_sets_the_upstream(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert _served(monkeypatch, ["--upstream", UP]).upstreams[0].request_timeout == 600.0
+    settings = _served(monkeypatch, ["--upstream", UP, "--request-timeout", "45"])
+    assert settings.upstreams[0].request_timeout == 45.0
+    settings = _served(monkeypatch, ["--upstream", UP, "--request-timeout", "0"])
+    assert settings.upstreams[0].request_timeout == 0.0
+
+
+def test_request_timeout_flag_goes_with_upstream_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--config", str(_toml(tmp_path)), "--request-timeout", "45"]) == 2
+    assert "--request-timeout" in capsys.readouterr().err
+    out = run_cli("--config", str(_toml(tmp_path)), "--request-timeout", "45")
+    assert out.returncode == 2 and "--request-timeout goes with --upstream" in out.stderr
+
+
+def test_help_says_the_first_token_timeout_covers_whole_answers() -> None:
+    text = " ".join(run_cli("--help").stdout.split())
+    assert "--request-timeout SECONDS" in text and "--shutdown-grace SECONDS" in text
+    assert "first byte of a whole answer" in text
+    example = " ".join((ROOT / "latchgate.example.toml").read_text().split())
+    assert "shutdown_grace = 10" in example
+    assert "first byte of a whole answer" in example
