@@ -168,9 +168,7 @@ def test_every_observability_panel_topic_is_present(topic: str) -> None:
 
 
 def test_topics_cover_the_spec_panel_list() -> None:
-    spec = (ROOT.parent / "shared" / "spec" / "OBSERVABILITY.md")
-    if not spec.exists():
-        pytest.skip("../shared/spec not present")
+    spec = ROOT / "docs" / "OBSERVABILITY.md"  # in the repo: a clone runs this, never skips
     text = spec.read_text().split("Panels, at least:", 1)[1].split("\n\n", 1)[0].lower()
     for topic in ("error ratio", "time to first token", "overhead", "refusal rate by capability",
                   "latches held", "retry rate by reason", "watchdog firings",
