@@ -484,7 +484,15 @@ def _encode(raw: bytes, client: dict[str, Any], body: dict[str, Any]) -> bytes:
                     break
             else:
                 return b"%s,%s:%s}" % (end[:-1], orjson.dumps(last), orjson.dumps(body[last]))
-    return orjson.dumps(body)
+    try:
+        return orjson.dumps(body)
+    except orjson.JSONEncodeError:  # orjson reads 1024 levels of nesting but writes only 254
+        raise ProxyError(
+            400,
+            "The request nests JSON more than 254 levels deep, and latchgate must re-encode it "
+            "to send it: flatten the deepest part.",
+            code="invalid_value",
+        ) from None
 
 
 def _has_tool_calls(body: dict[str, Any]) -> bool:

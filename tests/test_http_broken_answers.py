@@ -251,3 +251,26 @@ def test_the_parser_refuses_an_event_past_its_limit() -> None:
 )
 def test_judge(route: str, body: Any, bad: BadAnswer | None) -> None:
     assert judge(route, body, orjson.dumps(body), "application/json") == bad
+
+
+async def test_a_body_too_deep_to_re_encode_is_a_400(lg0: Running, fake: FakeUpstream) -> None:
+    # 300 levels inside a message part: parsed fine (orjson reads 1024), but the body must be
+    # re-encoded (a schema is sanitised) and orjson writes at most 254 levels.
+    deep: Any = "x"
+    for _ in range(300):
+        deep = {"a": deep}
+    lg0.proxy.upstreams["fake"].config.schema_mode = "sanitise"
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi", "x": deep}]}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": "f", "parameters": {"type": ["string", "null"]}},
+            }
+        ],
+    }
+    status, raw = await post(lg0, "/chat/completions", body)
+    assert status == 400, raw
+    assert "254 levels" in orjson.loads(raw)["error"]["message"]
+    assert fake.requests == []
