@@ -14,6 +14,7 @@ import orjson
 from aiohttp import web
 
 from .auth import bearer, key_matches
+from .bodies import read_object
 from .errors import ProxyError
 from .timespec import parse_duration
 
@@ -64,12 +65,7 @@ def _eid_for(proxy: Proxy, upstream: str | None) -> str | None:
 async def _params(request: web.Request) -> dict[str, str]:
     params = dict(request.query)
     if request.can_read_body:
-        try:
-            body = orjson.loads(await request.read() or b"{}")
-        except orjson.JSONDecodeError:
-            raise ProxyError(400, "The body must be a JSON object (or empty).") from None
-        if not isinstance(body, dict):
-            raise ProxyError(400, "The body must be a JSON object (or empty).")
+        body = await read_object(request, empty=True)
         params.update({k: str(v) for k, v in body.items() if v is not None})
     return params
 

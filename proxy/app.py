@@ -15,21 +15,22 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import orjson
-from aiohttp import web, web_protocol
+from aiohttp import web
 
 from . import logs
 from .auth import bearer, key_matches
+from .bodies import UNREADABLE, parse_object, unreadable
 from .capabilities import SNAPSHOT_VERSION, LatchStore, endpoint_id
 from .config import Settings, configured_secrets
 from .errors import ProxyError, error_response
 from .events import RequestEvents
-from .headers import REQUEST_ID_HEADER
+from .headers import REQUEST_ID_HEADER, header_value
 from .layer import AgentLayer
 from .masking import Masker, short_secrets
 from .metrics import Metrics
 from .pipeline import Job, Pipeline, new_request_id
+from .protocol import ErrorAnswer
 from .routing import Router, merge_listings
 from .snapshots import load_file, save_file, set_aside
 from .upstream import Upstream
@@ -178,6 +179,10 @@ def _error_for(proxy: Proxy, request: web.Request, exc: Exception) -> web.Respon
         return error_response(exc.status, exc.reason or "Request failed.")
     # The last line of defence: log it, answer 500 in OpenAI's shape.
     proxy.log.error("unhandled", path=request.path, error=type(exc).__name__, exc_info=exc)
+    return _internal_error()
+
+
+def _internal_error() -> web.Response:
     return error_response(
         500,
         "latchgate hit an internal error handling this request; it was "
@@ -186,24 +191,82 @@ def _error_for(proxy: Proxy, request: web.Request, exc: Exception) -> web.Respon
     )
 
 
-def _guarded(proxy: Proxy, handler: Handler, *, needs_key: bool) -> Handler:
-    """A non-API route with the client-key check (when `needs_key`) and OpenAI-shaped errors."""
+def _guarded(
+    proxy: Proxy, handler: Handler, *, needs_key: bool, route: str | None = None
+) -> Handler:
+    """A non-API route with the client-key check (when `needs_key`), OpenAI-shaped errors and
+    the request id; with a `route` label, also counted and logged like the API routes (probes
+    of /healthz, /readyz and /metrics are not: they would drown the log)."""
 
     async def guarded(request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        rid = new_request_id(request.headers.get("x-request-id"))
         try:
             if needs_key:
                 _check_key(proxy, request)
-            return await handler(request)
+            response = await handler(request)
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise  # redirects and the like are answers, not errors
             response = _error_for(proxy, request, exc)
         except Exception as exc:  # every failure becomes an OpenAI-shaped answer
             response = _error_for(proxy, request, exc)
-        response.headers[REQUEST_ID_HEADER] = new_request_id(request.headers.get("x-request-id"))
+        response.headers[REQUEST_ID_HEADER] = rid
+        if route is not None:
+            _record(
+                proxy, rid, route, response.status, started,
+                method=request.method, path=header_value(request.path, 200),
+            )
         return response
 
     return guarded
+
+
+def protocol_answer(proxy: Proxy) -> ErrorAnswer:
+    """How the HTTP layer answers what failed before any handler (see `proxy.protocol`): in
+    OpenAI's shape, with a request id, counted and logged under the route label `invalid`."""
+
+    def answer(
+        request: web.BaseRequest, status: int, exc: BaseException | None, message: str | None
+    ) -> web.Response:
+        started = time.perf_counter()
+        rid = new_request_id(request.headers.get("x-request-id"))
+        detail = proxy.mask(" ".join((message or "").split()))[:300]
+        if status >= 500:
+            proxy.log.error("unhandled", request_id=rid, error=type(exc).__name__, exc_info=exc)
+            response = _internal_error()
+        else:
+            response = _protocol_refusal(status, exc, detail).response()
+        response.headers[REQUEST_ID_HEADER] = rid
+        _record(proxy, rid, "invalid", response.status, started, error=detail)
+        return response
+
+    return answer
+
+
+def _protocol_refusal(status: int, exc: BaseException | None, detail: str) -> ProxyError:
+    name = type(exc).__name__
+    if name == "ContentEncodingError" or "content-encoding" in detail.lower():
+        return ProxyError(
+            415,
+            # aiohttp's own advice (install a library) is for the server's operator, not for
+            # the client, whose answer is to send another encoding.
+            f"latchgate cannot decode this request body ({detail.split('. Please')[0]}). Send "
+            "it plain, or gzip- or deflate-encoded with a matching Content-Encoding header.",
+            code="unsupported_content_encoding",
+        )
+    if name == "LineTooLong":
+        return ProxyError(
+            431,
+            f"A request line or header is too long ({detail}). Send shorter headers.",
+            code="request_header_too_large",
+        )
+    return ProxyError(
+        status if 400 <= status < 500 else 400,
+        f"latchgate could not read this HTTP request ({detail or name}). Send a well-formed "
+        "HTTP/1.1 request.",
+        code="invalid_http_request",
+    )
 
 
 _OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
@@ -238,48 +301,6 @@ def _unrouted(proxy: Proxy) -> Handler:
 
 
 # -- the forwarded routes -------------------------------------------------------------------
-
-
-# What reading a request body can raise besides "too large" (a broken gzip, a cut connection).
-_UNREADABLE = (
-    ValueError,
-    UnicodeError,
-    OSError,
-    aiohttp.ClientPayloadError,
-    web_protocol.RequestPayloadError,
-)
-
-
-def _unreadable(exc: Exception) -> ProxyError:
-    return ProxyError(
-        400,
-        f"Could not read the request body ({type(exc).__name__}); send "
-        "plain or gzip-encoded JSON.",
-        code="invalid_body",
-    )
-
-
-def _parse_json(raw: bytes) -> dict[str, Any]:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        # Checked only on failure: stripping a large body to test it would copy it every time.
-        if not raw.strip():
-            raise ProxyError(
-                400, "The request body is empty; send a JSON object.", code="invalid_json"
-            ) from None
-        raise ProxyError(
-            400,
-            f"The request body is not valid UTF-8 JSON ({exc}). Send a JSON object.",
-            code="invalid_json",
-        ) from None
-    if not isinstance(body, dict):
-        raise ProxyError(
-            400,
-            f"The request body must be a JSON object, not a {type(body).__name__}.",
-            code="invalid_json",
-        )
-    return body
 
 
 def _job(
@@ -317,23 +338,35 @@ def _job(
     )
 
 
-def _rejected(
-    proxy: Proxy, request: web.Request, rid: str, route: str, exc: Exception
-) -> web.Response:
-    """A request refused before it reached an upstream: answered, counted and logged."""
-    response = _error_for(proxy, request, exc)
-    status = response.status
+def _record(
+    proxy: Proxy, rid: str, route: str, status: int, started: float, **fields: str
+) -> None:
+    """Count and log a request that reached no upstream (refused, unrouted, an admin call)."""
+    duration = time.perf_counter() - started
     proxy.metrics.request_done(
         upstream="none",
         model="none",
         route=route,
         stream=False,
         status=status,
-        duration=0.0,
-        overhead=0.0,
+        duration=duration,
+        overhead=duration,
     )
     events = RequestEvents(request_id=rid, upstream="none", model="none")
-    logs.request_line(events, status=status, duration=0.0, attempts=0, route=route, stream=False)
+    if logs.wanted(status, events):
+        extra: dict[str, Any] = {k: proxy.mask(v) for k, v in fields.items()}
+        logs.request_line(
+            events, status=status, duration=duration, attempts=0, route=route, stream=False,
+            **extra,
+        )
+
+
+def _rejected(
+    proxy: Proxy, request: web.Request, rid: str, route: str, exc: Exception
+) -> web.Response:
+    """A request refused before it reached an upstream: answered, counted and logged."""
+    response = _error_for(proxy, request, exc)
+    _record(proxy, rid, route, response.status, time.perf_counter())
     response.headers[REQUEST_ID_HEADER] = rid
     return response
 
@@ -436,9 +469,9 @@ def _api_route(
                     raw = await request.read()
             except web.HTTPRequestEntityTooLarge:
                 raise
-            except _UNREADABLE as exc:
-                raise _unreadable(exc) from None
-            body = _parse_json(raw)
+            except UNREADABLE as exc:
+                raise unreadable(exc) from None
+            body = parse_object(raw)
             check(body)
             job = _job(proxy, request, rid, route, path, raw, body)
         except asyncio.CancelledError:
@@ -572,10 +605,10 @@ def create_app(settings: Settings) -> web.Application:
         direct[f"{prefix}/embeddings"] = _api_route(
             proxy, "embeddings", "/embeddings", check_embeddings, whole_only=True
         )
-        routes.add_get(f"{prefix}/models", _guarded(proxy, list_models, needs_key=True))
-        routes.add_get(
-            f"{prefix}/models/{{model_id:.+}}", _guarded(proxy, get_model, needs_key=True)
-        )
+        models = _guarded(proxy, list_models, needs_key=True, route="models")
+        routes.add_get(f"{prefix}/models", models)
+        model = _guarded(proxy, get_model, needs_key=True, route="models")
+        routes.add_get(f"{prefix}/models/{{model_id:.+}}", model)
     for path, handler in direct.items():
         routes.add_post(path, handler)  # also routed, for `create_app` served without the fast path
     app[DIRECT_ROUTES] = direct
@@ -583,9 +616,13 @@ def create_app(settings: Settings) -> web.Application:
     routes.add_get("/readyz", _guarded(proxy, readyz, needs_key=False))
     routes.add_get("/metrics", _guarded(proxy, metrics_route, needs_key=False))
     # Admin routes check the admin key themselves.
-    add_admin_routes(app, lambda handler: _guarded(proxy, handler, needs_key=False))
+    add_admin_routes(
+        app, lambda handler: _guarded(proxy, handler, needs_key=False, route="admin")
+    )
     # Last: whatever no route above matched (registered after them, so it never shadows one).
-    routes.add_route("*", "/{tail:.*}", _guarded(proxy, _unrouted(proxy), needs_key=False))
+    # `[\s\S]`, not `.`: a path holding an (encoded) line break must reach it too.
+    unrouted = _guarded(proxy, _unrouted(proxy), needs_key=False, route="unrouted")
+    routes.add_route("*", r"/{tail:[\s\S]*}", unrouted)
     app.on_startup.append(proxy.startup)
     app.on_cleanup.append(proxy.shutdown)
     return app

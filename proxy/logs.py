@@ -124,12 +124,33 @@ def redact_processor(logger: WrappedLogger, method: str, event_dict: EventDict) 
     return out
 
 
+# Lines that could not be written (disk full, a closed pipe): counted, exported as
+# latchgate_log_write_failures_total, never raised into the request that logged them.
+_write_failures = 0
+
+
+def write_failures() -> int:
+    """How many log lines could not be written since start."""
+    return _write_failures
+
+
 class _NamedWriteLogger(structlog.WriteLogger):
-    """A WriteLogger that knows the name it was asked for, so lines can say which logger."""
+    """A WriteLogger that knows the name it was asked for, so lines can say which logger, and
+    that never fails its caller: a log line is not worth a failed request."""
 
     def __init__(self, file: TextIO, name: str) -> None:
         super().__init__(file)
         self.name = name
+
+    def msg(self, message: str) -> None:
+        global _write_failures
+        try:
+            super().msg(message)
+        except (OSError, ValueError):  # ValueError: a closed file
+            _write_failures += 1
+
+    log = debug = info = warn = warning = msg
+    fatal = failure = err = error = critical = exception = msg
 
 
 def _add_logger_name(logger: WrappedLogger, method: str, event_dict: EventDict) -> EventDict:

@@ -42,6 +42,7 @@ from prometheus_client.utils import floatToGoString
 
 from proxy import events as ev
 from proxy.events import Event, RequestEvents
+from proxy.logs import write_failures
 
 OTHER = "other"
 
@@ -389,6 +390,14 @@ class Metrics:
             ("upstream",),
             registry=r,
         )
+        r.register(
+            _ReadCounter(
+                "latchgate_log_write_failures",
+                "Log lines that could not be written (disk full, a closed pipe); the requests "
+                "that logged them were answered all the same.",
+                _since(write_failures),
+            )
+        )
 
     # -- the cardinality guard ------------------------------------------------------------
 
@@ -513,6 +522,25 @@ class Metrics:
     def render(self) -> tuple[bytes, str]:
         """The body and content type for `GET /metrics` (Prometheus text format)."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def _since(read: Callable[[], int]) -> Callable[[], float]:
+    """`read`, counted from now on (for a process-wide count: since this registry was made)."""
+    base = read()
+    return lambda: float(read() - base)
+
+
+class _ReadCounter(Collector):
+    """A label-less counter whose value is read at scrape time from whoever keeps it."""
+
+    def __init__(self, name: str, documentation: str, read: Callable[[], float]) -> None:
+        self._name, self._doc, self._read = name, documentation, read
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(self._name, self._doc, labels=())
+        if value := self._read():  # like the other counters: no sample before the first move
+            family.add_metric((), value)
+        yield family
 
 
 def _register_runtime_collectors(registry: CollectorRegistry) -> None:

@@ -14,8 +14,9 @@ import signal
 
 from aiohttp import web
 
-from .app import DIRECT_ROUTES, create_app, direct_dispatch
+from .app import DIRECT_ROUTES, PROXY_KEY, create_app, direct_dispatch, protocol_answer
 from .config import Settings
+from .protocol import Runner
 
 
 def _loop_factory() -> None:
@@ -29,7 +30,12 @@ def _loop_factory() -> None:
 async def start(settings: Settings) -> tuple[web.AppRunner, int]:
     """Start serving `settings`; returns the runner and the bound port (useful with port 0)."""
     app = create_app(settings)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    runner = Runner(
+        app,
+        answer=protocol_answer(app[PROXY_KEY]),
+        handler_cancellation=True,
+        access_log=None,
+    )
     await runner.setup()
     server = runner.server
     assert server is not None  # set by `setup`

@@ -123,6 +123,12 @@ async def test_logs_carry_no_key_and_one_line_per_request(
     assert "Bearer" not in text
 
     request_lines = [line for line in lines(captured) if line.get("event") == "request"]
+    # The two admin calls have their lines too (route admin, no upstream), also keyless.
+    admin = [line for line in request_lines if line.get("route") == "admin"]
+    assert [(line["status"], line["path"]) for line in admin] == [
+        (200, "/admin/latches"), (401, "/admin/latches")
+    ]
+    request_lines = [line for line in request_lines if line.get("route") != "admin"]
     # The wrong client key was refused before routing: still one line, with no upstream.
     rejected, request_lines = request_lines[0], request_lines[1:]
     assert (rejected["status"], rejected["upstream"], rejected["attempts"]) == (401, "none", 0)
