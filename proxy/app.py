@@ -23,6 +23,7 @@ from .auth import bearer, key_matches
 from .bodies import UNREADABLE, parse_object, unreadable
 from .capabilities import SNAPSHOT_VERSION, LatchStore, endpoint_id
 from .config import Settings, configured_secrets
+from .drain import InFlight
 from .errors import ProxyError, error_response
 from .events import RequestEvents
 from .headers import REQUEST_ID_HEADER, header_value
@@ -57,6 +58,7 @@ class Proxy:
         self.listeners = (self.metrics.on_event,)  # every request's event listeners
         self.pipeline = Pipeline(self.layer, on_attempt=self._count_attempt)
         self._probe_task: asyncio.Task[None] | None = None
+        self.in_flight = InFlight()
         self._save_lock = asyncio.Lock()
 
     def mask(self, text: str) -> str:
@@ -129,6 +131,19 @@ class Proxy:
             )
         self.load_state()
         self._probe_task = asyncio.create_task(self._probe_loop())
+
+    async def drain(self, _app: web.Application) -> None:
+        """At shutdown, before connections close: let requests finish, within the grace."""
+        grace = self.settings.shutdown_grace
+        if len(self.in_flight):
+            self.log.info("draining", requests=len(self.in_flight), grace_seconds=grace)
+        interrupted = await self.in_flight.drain(grace)
+        if interrupted:
+            self.log.warning(
+                "drained",
+                message=f"{interrupted} request(s) outlasted the {grace:g} s grace period and "
+                "were ended with an error.",
+            )
 
     async def shutdown(self, _app: web.Application) -> None:
         if self._probe_task is not None:
@@ -481,6 +496,8 @@ def _api_route(
         if whole_only:
             job.stream = False
         proxy.metrics.inflight(job.upstream.name, 1)
+        task = asyncio.current_task(proxy.pipeline.deadlines.loop())  # no getpid() with a loop
+        proxy.in_flight.add(task, job)
         try:
             return await run(request, job)
         except asyncio.CancelledError:
@@ -491,6 +508,7 @@ def _api_route(
             response.headers[REQUEST_ID_HEADER] = rid
             return response
         finally:
+            proxy.in_flight.discard(task)
             _finished(proxy, job)
             if job.state.get("latched"):
                 await proxy.save_state()
@@ -624,5 +642,6 @@ def create_app(settings: Settings) -> web.Application:
     unrouted = _guarded(proxy, _unrouted(proxy), needs_key=False, route="unrouted")
     routes.add_route("*", r"/{tail:[\s\S]*}", unrouted)
     app.on_startup.append(proxy.startup)
+    app.on_shutdown.append(proxy.drain)
     app.on_cleanup.append(proxy.shutdown)
     return app

@@ -75,6 +75,7 @@ class Job:
     sent: dict[str, Any] | None = None  # the body of the last attempt
     content_started: bool = False  # the upstream has begun answering (the watchdog's switch)
     relayed: bool = False  # content reached the client: from here on, nothing is ever resent
+    interrupted: bool = False  # cancelled because latchgate is shutting down (see proxy.drain)
     first_token_at: float | None = None
     usage: dict[str, Any] | None = None
     dropped: list[str] = field(default_factory=list)
@@ -240,8 +241,34 @@ class Pipeline:
                 if decision.wait > 0:
                     await self._backoff(job, decision.wait)
         except (asyncio.CancelledError, _ClientGone):
+            if job.interrupted:
+                return await self._interrupted(request, job)
             self._client_left(job)
             raise asyncio.CancelledError() from None
+
+    async def _interrupted(self, request: web.Request, job: Job) -> web.StreamResponse:
+        """latchgate is shutting down and this request outlasted the grace period: say so, in
+        the stream if one is open (the SDK raises), else as a 503 (which SDKs retry)."""
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()  # the cancellation was ours and is handled here
+        message = (
+            "latchgate is shutting down and this request outlasted its grace period; the "
+            "answer is incomplete. Retry the request."
+        )
+        job.state["upstream_error"] = "interrupted by shutdown"
+        client = job.state.get("client")
+        try:
+            if client is not None and client.prepared:
+                return await self._end_with_error(
+                    request, job, client, 503, message, "proxy_shutting_down"
+                )
+        except (_ClientGone, ConnectionError):
+            self._client_left(job)
+            raise asyncio.CancelledError() from None
+        job.status = 503
+        body = orjson.dumps(error_body(503, message, code="proxy_shutting_down"))
+        return json_response(job, 503, body)
 
     def _client_left(self, job: Job) -> None:
         """The client went away before its answer was complete (the upstream is cancelled)."""
@@ -905,6 +932,8 @@ class Pipeline:
                 if decision.wait > 0:
                     await self._backoff(job, decision.wait)
         except (asyncio.CancelledError, _ClientGone):
+            if job.interrupted:
+                return await self._interrupted(request, job)
             self._client_left(job)
             raise asyncio.CancelledError() from None
 
