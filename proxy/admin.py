@@ -105,8 +105,10 @@ async def expire_latches(request: web.Request) -> web.StreamResponse:
     return web.json_response({"expired": removed})
 
 
-def add_admin_routes(app: web.Application, guard: Callable[[Handler], Handler]) -> None:
-    """Add the admin routes, each wrapped by `guard` (OpenAI-shaped errors)."""
-    app.router.add_get("/admin/latches", guard(list_latches))
-    app.router.add_post("/admin/latches/reset", guard(reset_latches))
-    app.router.add_post("/admin/latches/expire", guard(expire_latches))
+def add_admin_routes(
+    add: Callable[[str, str, Handler], None], guard: Callable[[Handler], Handler]
+) -> None:
+    """Add the admin routes with `add(method, path, handler)`, each wrapped by `guard`."""
+    add("GET", "/admin/latches", guard(list_latches))
+    add("POST", "/admin/latches/reset", guard(reset_latches))
+    add("POST", "/admin/latches/expire", guard(expire_latches))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 
 from . import logs
 from .auth import bearer, key_matches
@@ -229,8 +229,13 @@ def _guarded(
         response.headers[REQUEST_ID_HEADER] = rid
         if route is not None:
             _record(
-                proxy, rid, route, response.status, started,
-                method=request.method, path=header_value(request.path, 200),
+                proxy,
+                rid,
+                route,
+                response.status,
+                started,
+                method=request.method,
+                path=header_value(request.path, 200),
             )
         return response
 
@@ -332,9 +337,7 @@ def _job(
             param="model",
             code="model_not_found",
         )
-    events = RequestEvents(
-        request_id=rid, upstream=name, model=model, listeners=proxy.listeners
-    )
+    events = RequestEvents(request_id=rid, upstream=name, model=model, listeners=proxy.listeners)
     upstream = proxy.upstreams[name]
     client_auth = request.headers.get("Authorization")
     masker = proxy.masker
@@ -353,9 +356,7 @@ def _job(
     )
 
 
-def _record(
-    proxy: Proxy, rid: str, route: str, status: int, started: float, **fields: str
-) -> None:
+def _record(proxy: Proxy, rid: str, route: str, status: int, started: float, **fields: str) -> None:
     """Count and log a request that reached no upstream (refused, unrouted, an admin call)."""
     duration = time.perf_counter() - started
     proxy.metrics.request_done(
@@ -371,7 +372,12 @@ def _record(
     if logs.wanted(status, events):
         extra: dict[str, Any] = {k: proxy.mask(v) for k, v in fields.items()}
         logs.request_line(
-            events, status=status, duration=duration, attempts=0, route=route, stream=False,
+            events,
+            status=status,
+            duration=duration,
+            attempts=0,
+            route=route,
+            stream=False,
             **extra,
         )
 
@@ -604,6 +610,32 @@ def direct_dispatch(
     return dispatch
 
 
+def _expect_handler(proxy: Proxy) -> Callable[[web.Request], Awaitable[web.Response | None]]:
+    """`Expect: 100-continue` answered as aiohttp does; any other expectation refused in OpenAI's
+    shape (aiohttp's own refusal is a plain-text 417)."""
+
+    async def expect(request: web.Request) -> web.Response | None:
+        value = request.headers.get("Expect", "")
+        if request.version != HttpVersion11:
+            return None  # HTTP/1.0 has no Expect: the request goes on as it is
+        if value.lower() == "100-continue":
+            await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            request.writer.output_size = 0  # the answer proper has not begun
+            return None
+        rid = new_request_id(request.headers.get("x-request-id"))
+        response = ProxyError(
+            417,
+            f"Unknown expectation 'Expect: {header_value(value, 100)}'; send "
+            "'Expect: 100-continue' or no Expect header.",
+            code="expectation_failed",
+        ).response()
+        response.headers[REQUEST_ID_HEADER] = rid
+        _record(proxy, rid, "invalid", 417, time.perf_counter())
+        return response
+
+    return expect
+
+
 def create_app(settings: Settings) -> web.Application:
     """Build the aiohttp application for `settings` (not started)."""
     from .admin import add_admin_routes
@@ -611,7 +643,11 @@ def create_app(settings: Settings) -> web.Application:
     app = web.Application(client_max_size=settings.max_body_bytes)
     proxy = Proxy(settings)
     app[PROXY_KEY] = proxy
-    routes = app.router
+    expect = _expect_handler(proxy)
+
+    def add(method: str, path: str, handler: Handler) -> None:
+        app.router.add_route(method, path, handler, expect_handler=expect)
+
     direct: dict[str, Handler] = {}
     for prefix in ("/v1", ""):
         direct[f"{prefix}/chat/completions"] = _api_route(
@@ -624,23 +660,21 @@ def create_app(settings: Settings) -> web.Application:
             proxy, "embeddings", "/embeddings", check_embeddings, whole_only=True
         )
         models = _guarded(proxy, list_models, needs_key=True, route="models")
-        routes.add_get(f"{prefix}/models", models)
+        add("GET", f"{prefix}/models", models)
         model = _guarded(proxy, get_model, needs_key=True, route="models")
-        routes.add_get(f"{prefix}/models/{{model_id:.+}}", model)
+        add("GET", f"{prefix}/models/{{model_id:.+}}", model)
     for path, handler in direct.items():
-        routes.add_post(path, handler)  # also routed, for `create_app` served without the fast path
+        add("POST", path, handler)  # also routed, for `create_app` served without the fast path
     app[DIRECT_ROUTES] = direct
-    routes.add_get("/healthz", _guarded(proxy, healthz, needs_key=False))
-    routes.add_get("/readyz", _guarded(proxy, readyz, needs_key=False))
-    routes.add_get("/metrics", _guarded(proxy, metrics_route, needs_key=False))
+    add("GET", "/healthz", _guarded(proxy, healthz, needs_key=False))
+    add("GET", "/readyz", _guarded(proxy, readyz, needs_key=False))
+    add("GET", "/metrics", _guarded(proxy, metrics_route, needs_key=False))
     # Admin routes check the admin key themselves.
-    add_admin_routes(
-        app, lambda handler: _guarded(proxy, handler, needs_key=False, route="admin")
-    )
+    add_admin_routes(add, lambda handler: _guarded(proxy, handler, needs_key=False, route="admin"))
     # Last: whatever no route above matched (registered after them, so it never shadows one).
     # `[\s\S]`, not `.`: a path holding an (encoded) line break must reach it too.
     unrouted = _guarded(proxy, _unrouted(proxy), needs_key=False, route="unrouted")
-    routes.add_route("*", r"/{tail:[\s\S]*}", unrouted)
+    add("*", r"/{tail:[\s\S]*}", unrouted)
     app.on_startup.append(proxy.startup)
     app.on_shutdown.append(proxy.drain)
     app.on_cleanup.append(proxy.shutdown)

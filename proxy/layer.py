@@ -150,21 +150,22 @@ class AgentLayer:
         built = build_body(
             job.body, endpoint, latches, droppable=self.droppable(up), sanitise=sanitise
         )
+        counted: set[str] = job.state.setdefault("fields_counted", set())
         for name in built.dropped:
-            if name not in job.dropped:
-                job.dropped.append(name)
-                job.events.emit(
-                    # build_body's own notice already says it; this event only counts it
-                    ev.FIELD_DROPPED,
-                    "",
-                    field=name,
-                )
+            if name not in counted:  # once per request, not per attempt
+                counted.add(name)
+                # build_body's own notice already says it; this event only counts it
+                job.events.emit(ev.FIELD_DROPPED, "", field=name)
+        body = built.body
+        if body is not job.body:
+            # Every field of the client's that is not sent (refused, latched off, renamed):
+            # the header lists them all, whatever removed them. The last attempt's list wins.
+            job.dropped = [name for name in job.body if name not in body]
         for notice in built.notices:
             job.events.emit(ev.INFO, notice)
         if built.structured_in_words and not job.state.get("in_words"):
             job.state["in_words"] = True
             job.events.emit(ev.STRUCTURED_IN_WORDS, "")  # build_body's notice says it
-        body = built.body
         if not _has_schema_fields(body):
             # No schema anywhere (most requests): nothing for the schema step to look at.
             return body, _encode(job.raw, job.body, body)

@@ -42,7 +42,9 @@ def _dechunk(body: bytes) -> bytes:
 
 
 def parse_answer(raw: bytes) -> RawAnswer:
-    """One HTTP/1.1 response (the connection closed after it)."""
+    """One HTTP/1.1 response (the connection closed after it), after any 1xx interim ones."""
+    while raw.startswith(b"HTTP/1.1 1"):
+        raw = raw.partition(b"\r\n\r\n")[2]
     head, _, body = raw.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split(" ")[1])

@@ -86,3 +86,22 @@ async def test_a_notice_quoting_a_schema_property_name_with_control_characters(
     assert any("minItems" in n or "maxItems" in n for n in notices), notices
     for notice in notices:
         assert notice.isascii() and notice.isprintable()
+
+
+async def test_dropped_fields_lists_every_field_not_sent(lg: Running, fake: FakeUpstream) -> None:
+    # A temperature latched off and a stream_options refused: both are removed, both listed.
+    fake.push(
+        Json({"error": {"message": "Unsupported value: 'temperature' does not support 0.2 with "
+                        "this model. Only the default (1) value is supported."}}, status=400),
+        Json({"error": {"message": "Unrecognized request argument supplied: stream_options"}},
+             status=400),
+    )
+    body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "Hi"}],
+                         "temperature": 0.2, "stream": True,
+                         "stream_options": {"include_usage": True}})
+    got = await raw_request(lg.port, "POST", "/v1/chat/completions",
+                            [b"Content-Type: application/json"], body)
+    assert got.status == 200, got.body
+    assert got.header("x-latchgate-dropped-fields") == "temperature, stream_options"
+    sent = fake.bodies()[-1]
+    assert "temperature" not in sent and "stream_options" not in sent

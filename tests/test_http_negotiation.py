@@ -372,7 +372,8 @@ async def test_three_refusals_in_a_row_are_all_answered_in_one_call(
         {"model": MODEL, "messages": MESSAGES, "max_completion_tokens": 50, "top_k": 40},
         {"model": MODEL, "messages": MESSAGES, "max_completion_tokens": 50},
     ]
-    assert headers["x-latchgate-dropped-fields"] == "top_k"
+    # Every field of the client's that was not sent: refused, latched off or renamed.
+    assert headers["x-latchgate-dropped-fields"] == "max_tokens, temperature, top_k"
     said = notices(headers)
     for expected in (
         "Model m on fake refused max_tokens, so the reply ceiling is now sent as "
