@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proxy import arguments
 from proxy.arguments import Repair, argument_event, repair_arguments
 
 TABLE = [
@@ -81,11 +82,24 @@ def test_valid_objects_kept_and_python_repr_repaired(obj: dict[str, object]) -> 
     assert json.loads(repaired.arguments) == obj
 
 
-def test_huge_broken_arguments_are_not_handed_to_json_repair() -> None:
-    import time
+def test_huge_broken_arguments_are_not_handed_to_json_repair(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # json_repair is pure Python and takes about 0.9 s on 200 KB of broken input. Whether it is
+    # called is what matters; a 0.3 s limit on the clock failed on loaded machines (issue 13,
+    # item 16), so its calls are recorded instead.
+    seen: list[int] = []
+    real = arguments.json_repair.loads
 
+    def recorded(text: str, **kw: object) -> object:
+        seen.append(len(text))
+        return real(text, **kw)
+
+    monkeypatch.setattr(arguments.json_repair, "loads", recorded)
     broken = "{x " + "x " * 100_000 + "}"
-    started = time.perf_counter()
     result = repair_arguments(broken, "stop")
-    assert time.perf_counter() - started < 0.3
     assert result.outcome == "unparseable" and result.arguments == broken
+    assert seen == []
+    small = "{x " + "x " * 100 + "}"  # the same shape under the limit does reach json_repair
+    repair_arguments(small, "stop")
+    assert seen == [len(small)]

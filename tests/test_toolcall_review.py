@@ -3,12 +3,14 @@ arguments, and inputs that made the scan quadratic (BEHAVIOUR.md 4.1, research s
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from proxy import toolcalls
 from proxy.toolcalls import find_calls, process_response, recover, tool_schemas, triggers
+from tests.steps import Scanned, counting_patterns, growth
 
 
 def _tool(name: str, props: dict[str, Any]) -> dict[str, Any]:
@@ -313,7 +315,11 @@ def test_marker_forms_keep_name_only_calls() -> None:
 
 # -- 7. Linear time on adversarial input ----------------------------------------------------------
 
-SIZE = 200_000
+# Steps are counted, not timed (tests/steps.py): a 0.5 s limit failed on a loaded 2-core machine
+# (issue 13, item 16). Linear work grows with the input, here 8 times; a quadratic scan grows
+# 64 times (a _Next without its cache measured 40, a _Scan without its budget 60).
+SMALL = 2_000
+LINEAR = 12  # 8 for linear work, with room for constant costs; far below quadratic
 ADVERSARIAL = [
     "<tool_call>{ oops ",
     "<tool_call>{ oops </tool_call>",
@@ -334,21 +340,65 @@ ADVERSARIAL = [
 ]
 
 
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Charge the finders' searches over the scanned text, and their regex scans, to the count."""
+    split = toolcalls.split_think
+
+    def scanned(text: str) -> tuple[str, str, str]:
+        head, scan, rest = split(text)
+        return head, Scanned(scan), rest
+
+    monkeypatch.setattr(toolcalls, "split_think", scanned)
+    for name, pattern in counting_patterns(toolcalls).items():
+        monkeypatch.setattr(toolcalls, name, pattern)
+
+
+def _repeated(unit: str, finish: str) -> Callable[[int], Callable[[], object]]:
+    def make(size: int) -> Callable[[], object]:
+        text = unit * (size // len(unit) + 1)
+        return lambda: run(text, finish)
+
+    return make
+
+
+@pytest.mark.usefixtures("counted")
 @pytest.mark.parametrize("unit", ADVERSARIAL)
 @pytest.mark.parametrize("finish", ["stop", "length"])
 def test_adversarial_input_is_linear(unit: str, finish: str) -> None:
-    text = unit * (SIZE // len(unit) + 1)
-    started = time.perf_counter()
-    run(text, finish)
-    assert time.perf_counter() - started < 0.5
+    assert growth(_repeated(unit, finish), SMALL) < LINEAR
 
 
+@pytest.mark.usefixtures("counted")
 def test_nested_openers_are_linear_and_not_calls() -> None:
+    def make(size: int) -> Callable[[], object]:
+        text = "<tool_call>{ " * (size // 13) + "}" * (size // 13)
+        return lambda: run(text)
+
+    assert growth(make, SMALL) < LINEAR
     text = "<tool_call>{ " * 15_000 + "}" * 15_000
-    started = time.perf_counter()
-    result = run(text)
-    assert time.perf_counter() - started < 0.5
-    assert result == (text, [], "stop")
+    assert run(text) == (text, [], "stop")
+
+
+def test_the_step_count_sees_a_quadratic_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The yardstick itself: with the _Scan budget removed, a value opened after each marker is
+    # rescanned to the end of the text, and the count must say so.
+    def unbounded(self: Any, i: int) -> int | None:
+        limit = self.limit(i)
+        end = toolcalls.value_end(self.s, i, limit)
+        return toolcalls.value_end(self.s, i) if end is None and limit < len(self.s) else end
+
+    monkeypatch.setattr(toolcalls._Scan, "value", unbounded)
+    assert growth(_repeated("<tool_call>{ oops ", "stop"), SMALL) > 4 * LINEAR
+
+
+def test_the_step_count_sees_a_repeated_search(
+    counted: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # And with _Next's cache removed, each opener searches to the end for a close tag that never
+    # comes: C-level work that only the counted searches show.
+    monkeypatch.setattr(toolcalls._Next, "at", lambda self, pos: self._find(pos))
+    assert growth(_repeated("<tool_call>{ oops ", "stop"), SMALL) > 2 * LINEAR
 
 
 @pytest.mark.parametrize(
