@@ -208,13 +208,33 @@ _HEADS = re.compile(
     r"forbidden)\s+(?:request\s+)?(?:parameter|param|argument|field|name|key|property|input)s?"
     r"(?:\(s\))?(?:\s*\([^)]{0,80}\))?(?:\s+supplied)?"
     r"|\b(?:does not|doesn't|do not|cannot) support (?:the )?(?:following )?"
-    r"(?:parameter|param|field|argument)s?)"
+    r"(?:parameter|param|field|argument)s?"
+    # xAI: `Argument not supported on this model: presencePenalty`
+    r"|\b(?:parameter|param|argument|field)s?\s+(?:is\s+|are\s+)?not supported"
+    r"(?:\s+(?:on|by|for|with)\s+(?:this|the)\s+model)?)"
     r"(?P<colon>\s*[:=])?",
+    re.IGNORECASE,
+)
+# xAI: `Model grok-4.20-0309-reasoning does not support parameter stop.` One bare name, then
+# the sentence ends: unlike a list after a colon, nothing else can follow it.
+_ONE_BARE = re.compile(
+    rf"\b(?:does not|doesn't) support (?:the )?(?:parameter|param|argument|field)\s+"
+    rf"(?P<n>{_NAME})(?=\s*(?:[.,;!]|$))",
+    re.IGNORECASE,
+)
+# `temperature: this parameter is not supported for this model`: the name, a colon, and the
+# refusal words, at the start of a line.
+_PREFIXED = re.compile(
+    rf"(?:^|\n)\s*{_Q}?(?P<n>{_NAME}){_Q}?\s*:\s*(?:this\s+)?(?:parameter|param|field|argument)"
+    r"\s+(?:is\s+)?(?:not supported|unsupported|not allowed|not permitted|deprecated)",
     re.IGNORECASE,
 )
 # A quoted name followed by words of refusal.
 _POSTFIX = re.compile(
-    rf"{_Q}(?P<n>{_NAME}){_Q}\s+(?:is|are)\s+(?:not\s+(?:supported|allowed|permitted|"
+    # `The 'prompt' parameter is not supported for this model` (OpenAI realtime) names the
+    # kind of thing between the name and the verb.
+    rf"{_Q}(?P<n>{_NAME}){_Q}\s+(?:(?:parameter|param|field|argument)\s+)?(?:is|are)\s+"
+    r"(?:not\s+(?:supported|allowed|permitted|"
     r"recogni[sz]ed|a valid (?:parameter|field|argument))|unsupported|unknown|unrecogni[sz]ed|"
     r"deprecated|forbidden)",
     re.IGNORECASE,
@@ -232,14 +252,19 @@ def refused_names(text: str) -> tuple[str, ...]:
 
     Forms: a head of refusal words with a list after it (`Unrecognized request arguments
     supplied: a, b`, `Unknown parameter: 'a'`, `Unknown name "a"`, `Unsupported param: a`,
-    `does not support parameters: ['a']`, `Extra inputs are not permitted, field: 'a'`), a quoted
-    name followed by refusal words (`'a' is not supported`), and pydantic `extra_forbidden` with
-    its `loc`. Dotted names (`chat_template_kwargs.enable_thinking`) are kept whole here.
+    `does not support parameters: ['a']`, `Extra inputs are not permitted, field: 'a'`,
+    `Argument not supported on this model: a`), a quoted name followed by refusal words (`'a' is
+    not supported`, `The 'a' parameter is not supported`), one bare name closing a sentence
+    (`does not support parameter a.`), `a: this parameter is not supported`, and pydantic
+    `extra_forbidden` with its `loc`. Dotted names (`chat_template_kwargs.enable_thinking`) are
+    kept whole here.
     """
     found: list[str] = []
     for head in _HEADS.finditer(text):
         found += _list_after(text, head.end(), quoted_only=head.group("colon") is None)
     found += [m.group("n") for m in _POSTFIX.finditer(text)]
+    found += [m.group("n") for m in _ONE_BARE.finditer(text)]
+    found += [m.group("n") for m in _PREFIXED.finditer(text)]
     found += [m.group("n") for m in _LOC.finditer(text) if _is_extra(text, m.start(), m.end())]
     found += [m.group("n") for m in _PYDANTIC_TEXT.finditer(text)]
     return tuple(dict.fromkeys(found))
@@ -274,13 +299,19 @@ def _top(name: str) -> str:
     return re.split(r"[.\[]", name, maxsplit=1)[0]
 
 
+def _spelling(name: str) -> str:
+    """A name without case, `_` or `-`: servers written in Go or TypeScript name `presence_penalty`
+    as `presencePenalty` (xAI) or `PresencePenalty`."""
+    return name.lower().replace("_", "").replace("-", "")
+
+
 def _sent_names(names: Iterable[str], sent: dict[str, Any]) -> list[str]:
-    """Top-level names of `names` that are keys of `sent` (exact, else case-insensitively)."""
-    lower = {key.lower(): key for key in sent}
+    """Top-level names of `names` that are keys of `sent` (exact, else however spelt)."""
+    spelt = {_spelling(key): key for key in sent}
     out: list[str] = []
     for name in names:
         top = _top(name)
-        key = top if top in sent else lower.get(top.lower())
+        key = top if top in sent else spelt.get(_spelling(top))
         if key is not None and key not in out:
             out.append(key)
     return out
@@ -310,7 +341,8 @@ _GRAMMAR = (
 )
 _VALUE_WORDS = (
     r"unsupported value|invalid (?:reasoning(?:[ _]effort)? )?value|supported values|"
-    r"input should be|must be one of|does not support ['\"`]"
+    r"input should be|must be one of|does not support ['\"`]|valid values|allowed values|"
+    r"expected one of|invalid reasoning[ _]effort:"
 )
 _TOOLS = (
     r"does not support tools|tools? param requires --jinja|tool_choice param requires --jinja|"
@@ -382,37 +414,108 @@ def _carries_schema(sent: dict[str, Any]) -> bool:
 
 
 def _stream_options_rule(text: str, names: tuple[str, ...], sent: dict[str, Any]) -> Refusal | None:
-    if "stream_options" in sent and _has(r"stream[_ ]options", text):
+    # `include_usage` is the only key latchgate puts in stream_options: a server naming just that
+    # (`Unknown field include_usage`) refuses the same thing.
+    if "stream_options" in sent and _has(r"stream[_ ]?options|include_?usage", text):
         return Refusal("usage_in_stream")
     return None
 
 
+# Both ceilings however spelt: `max_completion_tokens`, Lightning AI's `MaxCompletionTokens`
+# (the text is lowercased before it gets here).
+_NEW_CEILING = r"max_?completion_?tokens"
+_OLD_CEILING = r"max_?tokens"
+
+
 def _token_limit_rule(text: str, names: tuple[str, ...], sent: dict[str, Any]) -> Refusal | None:
-    if "max_tokens" not in sent or "max_completion_tokens" not in text:
+    if "max_tokens" not in sent or not _has(_NEW_CEILING, text):
         return None
     if _has(r"too large|must be|at most|maximum value|at the same time|valid range", text):
         return None
-    instead = r"use ['\"`]?max_completion_tokens['\"`]? instead|instead of ['\"`]?max_tokens"
+    q = "['\"`]?"
+    instead = (
+        rf"(?:use|using|switch to|in favou?r of|replaced by|superseded by){q}\s*{q}{_NEW_CEILING}"
+        rf"|{_NEW_CEILING}{q} instead|instead of {q}{_OLD_CEILING}\b"
+    )
     if "max_tokens" in _sent_names(names, sent) or _has(instead, text):
         return Refusal("legacy_token_limit")
     return None
 
 
+# "Only this value is allowed", the ways servers say it (tests/refusal_cases.py, section 2):
+# OpenAI `Only the default (1) value is supported`, `non-default values are not supported`,
+# Moonshot `invalid temperature: only 0.6 is allowed`, LiteLLM/Bedrock `Only temperature=1 is
+# supported`, Anthropic `may only be set to 1 when thinking is enabled`, and the plain `must be
+# 1`, `only supports 1.0`, `fixed at 1.0`. Whatever the value, sending none lets the server use
+# the one it wants.
+_NUM = r"[-+]?\d+(?:\.\d+)?"
+_OPEN = r"['\"`(]?"
+_ONE_VALUE = re.compile(
+    r"only (?:the )?default\b|\bnon-default\b"
+    rf"|\bonly\s+(?:(?:supports?|accepts?|allows?)\s+)?(?:temperature\s*(?:=|:|of)?\s*)?{_OPEN}{_NUM}"
+    rf"|\b(?:may|can) only be (?:set to |equal to )?{_OPEN}{_NUM}"
+    rf"|\bmust (?:be|equal)\s+(?:equal to\s+|exactly\s+|set to\s+)?{_OPEN}{_NUM}"
+    rf"|\bfixed (?:at|to)\s+{_OPEN}{_NUM}"
+)
+# A number that starts a range (`only 0 to 2`, `must be 0 or 1`) is not the one value allowed.
+_RANGE_GOES_ON = re.compile(r"['\"`)]?\s*(?:-|–|\.\.|to\b|and\b|or\b)")
+# A range error names its bounds: the client's value is wrong, not the field.
+_RANGE = (
+    r"between|\brange\b|at most|at least|less than|greater than|more than|within|"
+    r"non-negative|\bpositive|maximum|minimum|[<>]=?|\[\s*[-+]?\d|\(\s*[-+]?\d+(?:\.\d+)?\s*,"
+)
+# Fields a value phrase can be about (see _subject): `top_p must be 1 when temperature is set` is
+# about top_p, and must not drop temperature.
+_SAMPLING_FIELD = re.compile(
+    r"temperature|top_[pka]|min_p|typical_p|\w+_penalty|max(?:_completion)?_tokens|seed|"
+    r"reasoning_effort|(?:top_)?logprobs"
+)
+
+
 def _temperature_rule(text: str, names: tuple[str, ...], sent: dict[str, Any]) -> Refusal | None:
     if "temperature" not in sent or "temperature" not in text:
         return None
-    if "between" in text:  # a range error: the client's value is wrong, not the field
+    if _has(_RANGE, text):
         return None
-    only_default = r"only the default|only temperature\s*=\s*1\b|only 1 is supported"
-    if _has(only_default, text) or "temperature" in _sent_names(names, sent):
+    if _only_one_temperature(text) or "temperature" in _sent_names(names, sent):
         return Refusal("chosen_temperature")
     return None
+
+
+def _only_one_temperature(text: str) -> bool:
+    """Whether the text says temperature takes one value only (see _ONE_VALUE)."""
+    for match in _ONE_VALUE.finditer(text):
+        if _RANGE_GOES_ON.match(text, match.end()):
+            continue
+        if "temperature" in match.group(0) or _subject(text, match) == "temperature":
+            return True
+    return False
+
+
+_SENTENCE_END = re.compile(r"[.!?](?:\s|$)|\n")
+_OBJECT = re.compile(rf"\s*(?:\(\S+\)\s*)?values?\s+(?:of|for)\s+{_Q}?({_SAMPLING_FIELD.pattern})")
+
+
+def _subject(text: str, match: re.Match[str]) -> str | None:
+    """The field a phrase is about: the one it names as its object (`Only the default value of
+    temperature is supported`), else the last one named before it in its sentence, else the last
+    one named before that (`'temperature' does not support 0. Only the default (1) value is
+    supported when reasoning_effort is not 'none'.`). A field named later in the sentence is a
+    condition, not the subject. Error texts are short and this runs on errors only."""
+    named = _OBJECT.match(text, match.end())
+    if named:
+        return named.group(1)
+    start = max((m.end() for m in _SENTENCE_END.finditer(text, 0, match.start())), default=0)
+    before = _SAMPLING_FIELD.findall(text, start, match.start())
+    earlier = before or _SAMPLING_FIELD.findall(text, 0, start)
+    return str(earlier[-1]) if earlier else None
 
 
 def _response_format_rule(
     text: str, names: tuple[str, ...], sent: dict[str, Any]
 ) -> Refusal | None:
-    if "response_format" not in sent or "response_format" not in text:
+    # Groq writes it in words: `This model does not support response format `json_schema``.
+    if "response_format" not in sent or not _has(r"response[_ ]format", text):
         return None
     if not _wants_json(sent["response_format"]):
         return None  # the latch only changes JSON requests: anything else is the client's
@@ -424,7 +527,7 @@ def _response_format_rule(
         return None
     refused = (
         r"not supported|unsupported|unavailable|must be one of|not valid|not permitted|"
-        r"not allowed|unknown|unrecogni[sz]ed"
+        r"not allowed|unknown|unrecogni[sz]ed|does not support|doesn't support|not available"
     )
     if _has(refused, text) or "response_format" in _sent_names(names, sent):
         return Refusal("structured_output")
@@ -454,10 +557,24 @@ _REFUSED_VALUE = (
     re.compile(r"reasoning[_ ]effort['\"`]?\s+does not support\s+['\"`]?([\w-]+)"),
     re.compile(r"invalid reasoning(?:[_ ]effort)? value:?\s*['\"`]?([\w-]+)"),
     re.compile(r"reasoning[_ ]effort\s*=\s*['\"`]?([\w-]+)['\"`]?\s+is\s+(?:only|not)\s+supported"),
+    # Gemini: `Invalid reasoning_effort: minimal.`
+    re.compile(r"invalid reasoning[_ ]effort:\s*['\"`]?([\w-]+)"),
+    # xAI: `does not support `reasoning_effort` value `none``
+    re.compile(r"reasoning[_ ]effort['\"`]?\s+value\s+['\"`]?([\w-]+)"),
+    # Gemini: `Thinking level MINIMAL is not supported for this model.`
+    re.compile(r"thinking level\s+(?!is\b)['\"`]?([\w-]+)['\"`]?\s+is not supported"),
+)
+# A model that reasons always refuses to be told not to: the value refused is `none`, named or
+# not (OpenRouter: `Reasoning is mandatory for this endpoint and cannot be disabled.`).
+_NO_OFF = r"reasoning is (?:mandatory|required|always on)|cannot be disabled|can't be disabled"
+# The field itself refused in other words than its name: Ollama `"m" does not support thinking`,
+# Gemini `Thinking level is not supported for this model.`
+_NO_THINKING = (
+    r"does not support thinking|thinking level is not supported|thinking is not supported"
 )
 _LIST_HEAD = re.compile(
     r"supported values are:?|must be(?: one of)?:?|expected one of:?|"
-    r"input should be:?"
+    r"input should be:?|(?:valid|allowed|accepted) values(?: are)?:?"
 )
 _LIST_END = re.compile(r"\.(?:\s|$)|\)|\n")
 _QUOTED = re.compile(r"['\"`]([\w-]+)['\"`]")
@@ -468,11 +585,13 @@ def _effort_rules(
 ) -> Refusal | None:
     if _has(_WITH_TOOLS, text) and (sent.get("tools") or sent.get("functions")):
         return _with_tools(text, sent)
-    if "does not support thinking" in text:
+    if _has(_NO_THINKING, text):
         return _thinking(sent)
     if "reasoning_effort" not in sent:
         return None
     value = _refused_value(text, sent)
+    if value is None and sent["reasoning_effort"] == "none" and _has(_NO_OFF, text):
+        value = "none"
     if value is not None:
         return _step_up(value, _published(text), known)
     if "reasoning_effort" in _sent_names(names, sent) and not _has(_VALUE_WORDS, text):
@@ -527,7 +646,10 @@ def _published(text: str) -> tuple[str, ...] | None:
         return None
     end = _LIST_END.search(text, head.end())
     span = text[head.end() : end.start() if end else len(text)]
-    values = tuple(dict.fromkeys(v for v in _QUOTED.findall(span) if v in LADDER))
+    # Values are quoted by most servers; Gemini (`Valid values are: high, low, medium, none`)
+    # and Groq (`must be one of none or default`) list bare words.
+    listed = _QUOTED.findall(span) or re.findall(r"[\w-]+", span)
+    values = tuple(dict.fromkeys(v for v in listed if v in LADDER))
     return values or None
 
 

@@ -118,6 +118,13 @@ CASES: list[Case] = [
         req(max_tokens=9000), None,
     ),
     # --- 2. sampling ----------------------------------------------------------------------------
+    # Lightning AI names both ceilings in CamelCase (quoted in a code comment of a Go gateway that
+    # matches "every variant seen mentions both field names") [3P].
+    Case(
+        "1-lightning-camelcase-max-completion-tokens", 400,
+        openai("this model is not supported MaxTokens, please use MaxCompletionTokens"),
+        req(max_tokens=100), "legacy_token_limit",
+    ),
     Case(
         "2-openai-temperature-only-default", 400,
         openai("Unsupported value: 'temperature' does not support 0.2 with this model. Only "
@@ -174,6 +181,108 @@ CASES: list[Case] = [
                "set `litellm.drop_params = True`.", code="400"),
         req(temperature=0.1), "chosen_temperature",
     ),
+    # Moonshot / Kimi: the one value allowed stated as a number [ISSUE]
+    # https://github.com/countbot-ai/CountBot/issues/61,
+    # https://github.com/tinyhumansai/openhuman/pull/2082 (146 Sentry events a day).
+    Case(
+        "2-moonshot-only-1-is-allowed", 400,
+        openai("invalid temperature: only 1 is allowed for this model",
+               type="invalid_request_error"),
+        req(temperature=0.2), "chosen_temperature",
+    ),
+    # The same refusal with the non-thinking value [ISSUE]
+    # https://github.com/arcsin1/oh-my-ppt/issues/45 (Kimi's official API).
+    Case(
+        "2-moonshot-only-0.6-is-allowed", 400,
+        openai("invalid temperature: only 0.6 is allowed for this model"),
+        req(temperature=0.2), "chosen_temperature",
+    ),
+    # Through OpenRouter's Moonshot provider [ISSUE] https://github.com/HenriGrimm/Minnow/issues/291
+    Case(
+        "2-openrouter-moonshot-only-1", 400,
+        openai("Error from provider (Moonshot AI): invalid temperature: only 1 is allowed for "
+               "this model", type="invalid_request_error"),
+        req(temperature=0.7), "chosen_temperature",
+    ),
+    # Anthropic with extended thinking (quoted with its docs link in several clients' code) [3P]
+    Case(
+        "2-anthropic-temperature-only-1-with-thinking", 400,
+        orjson.dumps({"type": "error", "error": {
+            "type": "invalid_request_error",
+            "message": "`temperature` may only be set to 1 when thinking is enabled. Please "
+                       "consult our documentation at https://docs.anthropic.com/en/docs/"
+                       "build-with-claude/extended-thinking#important-considerations-when-"
+                       "using-extended-thinking"}}),
+        req(temperature=0.2), "chosen_temperature",
+    ),
+    # The newer wording with adaptive thinking (an agent-native changeset quoting the 400) [3P]
+    Case(
+        "2-anthropic-temperature-only-1-adaptive", 400,
+        orjson.dumps({"type": "error", "error": {
+            "type": "invalid_request_error",
+            "message": "temperature may only be set to 1 when thinking is enabled or in "
+                       "adaptive mode"}}),
+        req(temperature=0), "chosen_temperature",
+    ),
+    # Default-only wordings from a client's refusal fixtures ("reads default-only and
+    # non-default wording as a value rejection") [3P].
+    Case(
+        "2-temperature-non-default-values", 400,
+        openai("temperature: non-default values are not supported"),
+        req(temperature=0), "chosen_temperature",
+    ),
+    Case(
+        "2-only-the-default-value-of-temperature", 400,
+        openai("Only the default value of temperature is supported"),
+        req(temperature=0), "chosen_temperature",
+    ),
+    # A model-name-agnostic Anthropic provider test's refusal [3P]
+    Case(
+        "2-temperature-this-parameter-not-supported", 400,
+        openai("temperature: this parameter is not supported for this model"),
+        req(temperature=0.3), "chosen_temperature",
+    ),
+    # Range errors, which must never latch: vLLM's SamplingParams validation [SRC]
+    # (vllm/sampling_params.py, VLLMValidationError appends the parameter and value).
+    Case(
+        "2-vllm-temperature-in-range", 400,
+        openai("temperature must be in [0, 2], got 3.0. (parameter=temperature, value=3.0)",
+               type="BadRequestError", param="temperature", code=400),
+        req(temperature=3.0), None,
+    ),
+    Case(
+        "2-vllm-temperature-non-negative", 400,
+        openai("temperature must be non-negative, got -0.5. (parameter=temperature, "
+               "value=-0.5)", type="BadRequestError", param="temperature", code=400),
+        req(temperature=-0.5), None,
+    ),
+    # Groq, Cerebras, Together, captured live in a provider-settings recogniser table [3P]
+    Case(
+        "2-groq-temperature-at-most", 400,
+        openai("'temperature' : number must be at most 2", type="invalid_request_error"),
+        req(temperature=3), None,
+    ),
+    Case(
+        "2-cerebras-temperature-less-or-equal", 400,
+        openai("temperature: Input should be less than or equal to 2",
+               type="invalid_request_error"),
+        req(temperature=3), None,
+    ),
+    Case(
+        "2-together-temperature-within", 400,
+        openai("temperature must be within [0, 1], got 2"),
+        req(temperature=2), None,
+    ),
+    # Anthropic refuses the pair, not temperature: dropping it would be a guess [3P] (several
+    # clients' fixtures and a LiteLLM AnthropicException paste).
+    Case(
+        "2-anthropic-temperature-and-top-p", 400,
+        orjson.dumps({"type": "error", "error": {
+            "type": "invalid_request_error",
+            "message": "`temperature` and `top_p` cannot both be specified for this model. "
+                       "Please use only one."}}),
+        req(temperature=0.2, top_p=0.9), None,
+    ),
     Case(
         "2-top-p-unsupported-not-droppable", 400,
         openai("Unsupported parameter: 'top_p' is not supported with this model.",
@@ -207,6 +316,26 @@ CASES: list[Case] = [
         req(frequency_penalty=0.3), "refused_field", ("frequency_penalty",),
     ),
     # --- 3. reasoning_effort --------------------------------------------------------------------
+    # xAI names fields in camelCase, as a plain-string error (recorded in a client's failure
+    # classifier tests) [3P].
+    Case(
+        "2-xai-argument-not-supported-camelcase", 400,
+        orjson.dumps({"code": "invalid-argument",
+                      "error": "Argument not supported on this model: presencePenalty"}),
+        req(presence_penalty=0.5), "refused_field", ("presence_penalty",),
+    ),
+    # ...and in snake_case (an API stub replaying it) [3P]
+    Case(
+        "2-xai-argument-not-supported-snake-case", 400,
+        openai("Argument not supported on this model: frequency_penalty."),
+        req(frequency_penalty=0.5), "refused_field", ("frequency_penalty",),
+    ),
+    # xAI reasoning models refusing `stop`, which is never dropped (recogniser table) [3P]
+    Case(
+        "2-xai-does-not-support-parameter-stop", 400,
+        openai("Model grok-4.20-0309-reasoning does not support parameter stop."),
+        req(stop=["\n"]), None,
+    ),
     Case(
         "3-gpt4o-mini-unrecognized-reasoning-effort", 400,
         openai("Unrecognized request argument supplied: reasoning_effort",
@@ -303,6 +432,77 @@ CASES: list[Case] = [
                "allowed_openai_params=['reasoning_effort'] in your request.",
                type="invalid_request_error", param=None, code="400"),
         req(reasoning_effort="low"), "reasoning_effort",
+    ),
+    # xAI grok-4.5 and later refuse `none` (several clients' model notes, live-verified) [3P]
+    Case(
+        "3-xai-reasoning-effort-value-none", 400,
+        orjson.dumps({"code": "invalid-argument", "error":
+                      "This model does not support `reasoning_effort` value `none`."}),
+        req(reasoning_effort="none"), "effort_value",
+        refused_effort="none", next_effort="minimal",
+    ),
+    # Gemini's OpenAI-compatible endpoint lists bare values [ISSUE]
+    # https://github.com/ctrl-space-labs/gendox-core/issues/480
+    Case(
+        "3-gemini-invalid-reasoning-effort-valid-values", 400,
+        openai("Invalid reasoning_effort: minimal.\nValid values are: high, low, medium, none"),
+        req(reasoning_effort="minimal"), "effort_value",
+        refused_effort="minimal", next_effort="low", supported=("high", "low", "medium", "none"),
+    ),
+    # Groq qwen3 takes only "none" or "default": nothing above "low" to step to [ISSUE]
+    # https://github.com/earendil-works/pi/issues/1745
+    Case(
+        "3-groq-effort-must-be-none-or-default", 400,
+        openai("reasoning_effort must be one of none or default", type="invalid_request_error"),
+        req(reasoning_effort="low"), None,
+    ),
+    # xAI grok-4 refusing the field, snake_case and camelCase (a client's tests of "both observed
+    # provider spellings") [3P]
+    Case(
+        "3-xai-argument-not-supported-reasoning-effort", 400,
+        orjson.dumps({"error": "Argument not supported on this model: reasoning_effort"}),
+        req(reasoning_effort="low"), "reasoning_effort",
+    ),
+    Case(
+        "3-xai-does-not-support-parameter-reasoning-effort-camelcase", 400,
+        orjson.dumps({"error": "Model grok-4-1-fast does not support parameter reasoningEffort."}),
+        req(reasoning_effort="low"), "reasoning_effort",
+    ),
+    # Gemini 2.5 Flash without thinking levels (native API paste) [ISSUE]
+    # https://github.com/RooCodeInc/Roo-Code/issues/10700
+    Case(
+        "3-gemini-thinking-level-not-supported", 400,
+        orjson.dumps({"error": {"code": 400, "message": "Thinking level is not supported for "
+                                "this model.", "status": "INVALID_ARGUMENT"}}),
+        req(reasoning_effort="low"), "reasoning_effort",
+    ),
+    # Gemini 3 refusing one level (recogniser table) [3P]
+    Case(
+        "3-gemini-thinking-level-minimal-not-supported", 400,
+        orjson.dumps({"error": {"code": 400, "message": "Thinking level MINIMAL is not supported "
+                                "for this model. Please retry with other thinking level.",
+                                "status": "INVALID_ARGUMENT"}}),
+        req(reasoning_effort="minimal"), "effort_value",
+        refused_effort="minimal", next_effort="low",
+    ),
+    # OpenRouter, a model that always reasons asked not to (a curation record; seen for
+    # `reasoning: {enabled: false}`, the same request as effort `none`) [3P]
+    Case(
+        "3-openrouter-reasoning-mandatory", 400,
+        openai("Reasoning is mandatory for this endpoint and cannot be disabled.", code=400),
+        req(reasoning_effort="none"), "effort_value",
+        refused_effort="none", next_effort="minimal",
+    ),
+    # SGLang's pydantic literal error: `xhigh` is off the ladder, so returned [ISSUE]
+    # https://github.com/router-for-me/CLIProxyAPI/issues/1572
+    Case(
+        "3-sglang-literal-error-xhigh", 400,
+        orjson.dumps({"object": "error", "message": "1 validation error:\n  {'type': "
+                      "'literal_error', 'loc': ('body', 'reasoning_effort'), 'msg': \"Input "
+                      "should be 'low', 'medium' or 'high'\", 'input': 'xhigh', 'ctx': "
+                      "{'expected': \"'low', 'medium' or 'high'\"}}", "type": "Bad Request",
+                      "param": None, "code": 400}),
+        req(reasoning_effort="xhigh"), None,
     ),
     Case(
         "11-litellm-xhigh-only-for-some-models", 400,
@@ -449,6 +649,13 @@ CASES: list[Case] = [
                                 "type": "server_error"}}),
         req(best_of=2), None,
     ),
+    # OpenAI's realtime models name the kind of thing between name and verb (a client's tests of
+    # "the refusal seen in production") [3P]; `languages` is not droppable...
+    Case(
+        "5-openai-realtime-parameter-not-supported", 400,
+        openai("The 'languages' parameter is not supported for this model."),
+        req(languages=["en"]), None,
+    ),
     Case(
         "5-gemini-unknown-name-top-k", 400,
         orjson.dumps([{"error": {"code": 400, "message": 'Invalid JSON payload received. Unknown '
@@ -495,6 +702,15 @@ CASES: list[Case] = [
             "`response_format.type` specified in the request are not valid: invalid value: "
             "`json_schema`, supported values are: `json_object` and `text`. Request id: x",
             "param": "response_format.type", "type": "BadRequest"}}),
+        req(response_format=SCHEMA_FORMAT), "structured_output",
+    ),
+    # Groq writes the field in words (several clients quote it, one with the models it hit:
+    # llama-3.3-70b-versatile, qwen3-32b, llama-3.1-8b-instant) [3P]
+    Case(
+        "6-groq-does-not-support-response-format-json-schema", 400,
+        openai("This model does not support response format `json_schema`. See supported "
+               "models at https://console.groq.com/docs/structured-outputs#supported-models",
+               type="invalid_request_error"),
         req(response_format=SCHEMA_FORMAT), "structured_output",
     ),
     Case(

@@ -16,6 +16,7 @@ from proxy.negotiate import (
     refused_names,
 )
 from tests.refusal_cases import CASES, TOOLS, Case, openai, req
+from tests.refusal_cases import SCHEMA_FORMAT as SCHEMA
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -314,3 +315,141 @@ def test_is_droppable_default(name: str, droppable: bool) -> None:
 
 def test_is_droppable_never_for_protected_names_even_if_configured() -> None:
     assert is_droppable("tools", frozenset({"tools", "t*"})) is False
+
+
+# --- "only this value is allowed" for temperature (issue 13, item 23) ---------------------------
+
+# Ways of saying it that no server in the research uses yet, but the next one may: the rule must
+# recognise the meaning (one value, about temperature), not a sentence.
+ONE_VALUE = [
+    "temperature must be 1",
+    "temperature must be 1.0",
+    "Only temperature=1 is supported for this model",
+    "'temperature' only supports 1.0",
+    "Invalid temperature: only 1 is allowed",
+    "temperature is fixed at 1.0 for this model",
+    "The temperature of this model is fixed to 0.6",
+    "Temperature must be equal to 1 for reasoning models.",
+    "temperature can only be 1 for this model",
+    "This model only accepts temperature 1.",
+    "temperature: only the default value 1 is supported",
+    "Unsupported value: temperature must be exactly 1.0, got 0.2",
+    "temperature=0.2 is not supported; only temperature=1 is allowed",
+    "Unsupported value: 'temperature' does not support 0.7 with this model. Only the default (1) "
+    "value is supported.",
+]
+NOT_ONE_VALUE = [
+    "Unsupported value: 'temperature' does not support 5. Supported values are between 0 and 2.",
+    "temperature must be between 0 and 2",
+    "temperature must be less than or equal to 2",
+    "temperature must be <= 2",
+    "temperature must be at most 1",
+    "temperature must be 0 or greater",
+    "temperature must be 1 or less",
+    "temperature must be 0 to 2",
+    "Invalid temperature: must be 0-2",
+    "temperature must be in [0, 2], got 3.0.",
+    "temperature: only values from 0 to 2 are allowed",
+    "temperature must be a number",
+    # about another field, temperature named beside it
+    "top_p must be 1 when temperature is set",
+    "top_k must be 1, temperature is fine",
+    "only 1 of temperature or top_p may be set",
+    "`temperature` and `top_p` cannot both be specified for this model.",
+]
+
+
+@pytest.mark.parametrize("message", ONE_VALUE)
+def test_temperature_one_value_allowed_latches(message: str) -> None:
+    sent = req(temperature=0.2, top_p=0.9, top_k=5)
+    assert classify(400, openai(message), sent) == Refusal("chosen_temperature")
+
+
+@pytest.mark.parametrize("message", NOT_ONE_VALUE)
+def test_temperature_ranges_and_other_fields_are_returned(message: str) -> None:
+    sent = req(temperature=0.2, top_p=0.9, top_k=5)
+    assert classify(400, openai(message), sent) is None
+
+
+def test_temperature_not_sent_is_not_latched() -> None:
+    body = openai("invalid temperature: only 1 is allowed for this model")
+    assert classify(400, body, req()) is None
+
+
+# --- the other rules, beyond their first wordings -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("Argument not supported on this model: presencePenalty", ("presencePenalty",)),
+        ("Parameters are not supported: 'seed', 'top_k'", ("seed", "top_k")),
+        ("Model grok-4 does not support parameter reasoningEffort.", ("reasoningEffort",)),
+        ("The 'seed' parameter is not supported for this model.", ("seed",)),
+        ("min_p: this parameter is not supported", ("min_p",)),
+        ("x\ntop_k: this field is not allowed", ("top_k",)),
+        # one bare name only where the sentence ends after it
+        ("does not support parameter tuning yet", ()),
+    ],
+)
+def test_refused_names_more_forms(text: str, names: tuple[str, ...]) -> None:
+    assert refused_names(text) == names
+
+
+@pytest.mark.parametrize("spelt", ["presencePenalty", "PresencePenalty", "presence-penalty"])
+def test_a_field_named_in_another_case_style_is_the_field_sent(spelt: str) -> None:
+    body = openai(f"Argument not supported on this model: {spelt}")
+    assert classify(400, body, req(presence_penalty=0.1)) == Refusal(
+        "refused_field", fields=("presence_penalty",)
+    )
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "max_tokens is deprecated in favor of max_completion_tokens for this model",
+        "Unsupported parameter: use maxCompletionTokens instead of maxTokens",
+        "'max_tokens' is not supported with this model, please use 'max_completion_tokens'",
+    ],
+)
+def test_token_limit_refusals_in_other_words(message: str) -> None:
+    assert classify(400, openai(message), req(max_tokens=5)) == Refusal("legacy_token_limit")
+
+
+def test_stream_options_refused_by_its_only_key() -> None:
+    body = openai("Unknown field: include_usage")
+    sent = req(stream=True, stream_options={"include_usage": True})
+    assert classify(400, body, sent) == Refusal("usage_in_stream")
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "This model doesn't support response format json_object",
+        "response format json_schema is not available for this model",
+    ],
+)
+def test_response_format_refused_in_words(message: str) -> None:
+    assert classify(400, openai(message), req(response_format=SCHEMA)) == Refusal(
+        "structured_output"
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "sent", "refused", "nxt"),
+    [
+        ("Reasoning cannot be disabled for this model.", "none", "none", "minimal"),
+        ("Thinking level LOW is not supported for this model.", "low", "low", "medium"),
+        ("reasoning_effort: allowed values are medium, high", "low", "low", "medium"),
+    ],
+)
+def test_effort_values_refused_in_other_words(
+    message: str, sent: str, refused: str, nxt: str
+) -> None:
+    got = classify(400, openai(message), req(reasoning_effort=sent))
+    assert got is not None and (got.refused_effort, got.next_effort) == (refused, nxt)
+
+
+def test_reasoning_mandatory_moves_only_an_effort_of_none() -> None:
+    body = openai("Reasoning is mandatory for this endpoint and cannot be disabled.")
+    assert classify(400, body, req(reasoning_effort="low")) is None

@@ -243,6 +243,9 @@ LIFTED = {
     "error, Currently only named tools are supported.'}]",
     "7-ollama-native-does-not-support-tools": "registry.ollama.ai/library/Qwen3.5:0.8b does not "
     "support tools",
+    "3-sglang-literal-error-xhigh": "1 validation error:\n  {'type': 'literal_error', 'loc': "
+    "('body', 'reasoning_effort'), 'msg': \"Input should be 'low', 'medium' or 'high'\", "
+    "'input': 'xhigh', 'ctx': {'expected': \"'low', 'medium' or 'high'\"}}",
 }
 STATUS_TYPES = {400: "invalid_request_error", 500: "server_error", 422: "api_error"}
 
@@ -652,3 +655,56 @@ async def test_a_grammar_failure_relaxes_schemas_for_the_endpoint(
     # Another model on the same endpoint is sent relaxed from its first request.
     await ask(lg, {**body, "model": "other"})
     assert fake.bodies()[2] == {**body, **relaxed, "model": "other"}
+
+
+# -- "only this temperature" stated as a number (issue 13, item 23) ------------------------------
+
+MOONSHOT = {
+    "error": {
+        "message": "invalid temperature: only 1 is allowed for this model",
+        "type": "invalid_request_error",
+    }
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_moonshot_s_one_temperature_is_learned_and_never_sent_again(
+    stream: bool, fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    lg = await start(start_proxy, fake)
+    body: dict[str, Any] = {"model": MODEL, "messages": MESSAGES, "temperature": 0.3}
+    if stream:
+        body["stream"] = True
+    fake.push(Json(MOONSHOT, status=400))
+
+    text, headers = await ask(lg, body)
+
+    assert text == ANSWER
+    first, second = fake.bodies()
+    assert first["temperature"] == 0.3
+    assert second == without(first, "temperature")
+    assert notices(headers)[0] == (
+        f"Model {MODEL} on fake accepts only its default temperature, so temperature is not sent."
+    )
+    assert latches(lg)[1].chosen_temperature is False
+
+    text, _ = await ask(lg, body)
+
+    assert text == ANSWER
+    assert fake.bodies()[2:] == [second]  # one attempt, without temperature
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["'temperature' : number must be at most 2", "temperature must be in [0, 2], got 3.0."],
+)
+async def test_a_temperature_range_error_reaches_the_client_and_latches_nothing(
+    message: str, fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    lg = await start(start_proxy, fake)
+    fake.push(Json({"error": {"message": message, "type": "invalid_request_error"}}, status=400))
+    with pytest.raises(openai.BadRequestError) as info:
+        await ask(lg, {"model": MODEL, "messages": MESSAGES, "temperature": 3})
+    assert info.value.body == {"message": message, "type": "invalid_request_error"}
+    assert len(fake.bodies()) == 1
+    assert latches(lg)[1].chosen_temperature is True
