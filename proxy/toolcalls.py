@@ -886,26 +886,63 @@ def _gemma_args(s: str, i: int, limit: int) -> tuple[Any, int, bool]:
 
 
 def _bare(s: str, schemas: Schemas) -> list[_Span]:
-    """The whole reply is calls, or it opens with one fenced block that is only calls."""
+    """The whole reply is calls, or it holds exactly one fenced block that is only calls."""
     start = _skip(s, 0)
     body = s[start:]
-    if body.startswith("```"):
-        if s.count("```") != 2:
-            return []
-        nl = body.find("\n")
-        close = body.find("```", 3)
-        if nl < 0 or close < nl:
-            return []
-        calls = bare_calls(body[nl + 1 : close], schemas)
-        fmt = "fenced_json"
-        end = start + close + 3
-    else:
-        calls = bare_calls(body, schemas)
+    # The whole reply as calls first: their arguments may hold fences of their own (a README
+    # written by write_file), which do not make the reply a fenced one.
+    calls = bare_calls(body, schemas) if body[:1] in ("{", "[") else None
+    if calls:
         fmt = "pythonic" if body.startswith("[") and "(" in body.split('"')[0] else "bare_json"
-        end = len(s)
+        return [_Span(start, len(s), calls, fmt)]
+    return _fenced(s, schemas) if FENCE in body else []
+
+
+FENCE = "```"
+# A fence's info string (`json`, `tool_call`, none): a longer first line is prose that happens to
+# contain three backticks, and the stream must not hold a line without end waiting for it.
+FENCE_INFO_MAX = 64
+
+
+def _fenced(s: str, schemas: Schemas) -> list[_Span]:
+    """One fenced block of calls anywhere in the reply: Llama 3.2 on Ollama writes "I'll check
+    the weather." and then the call in a ```json fence. Prose before and after it stays content;
+    a second block makes every block an example, not a call."""
+    if s.count(FENCE) != 2:
+        return []
+    start = s.find(FENCE)
+    nl = s.find("\n", start)
+    close = s.find(FENCE, start + len(FENCE))
+    if nl < 0 or close < nl or nl - start - len(FENCE) > FENCE_INFO_MAX:
+        return []
+    calls = bare_calls(s[nl + 1 : close], schemas)
     if not calls:
         return []
-    return [_Span(start, end, calls, fmt)]
+    return [_Span(start, close + len(FENCE), calls, "fenced_json")]
+
+
+# Tokens that end a turn or a message, one family each (research/toolcall-formats.md and the
+# families' chat templates): a server that does not strip special tokens leaves them after the
+# call it failed to parse. Llama 3.x ends a tool turn with <|eom_id|> (built-in tools) or
+# <|eot_id|>, Llama 4 with <|eom|>/<|eot|>; Mistral </s>; ChatML (Qwen, Hermes, Kimi, LFM2)
+# <|im_end|>; harmony <|end|>, <|return|>, <|call|>; DeepSeek <｜end▁of▁sentence｜>; Gemma
+# <end_of_turn>, FunctionGemma <start_function_response>; GLM <|observation|>; Granite and
+# Llama <|end_of_text|>, Qwen <|endoftext|>; Command R <|END_OF_TURN_TOKEN|>.
+END_TOKENS = (
+    "<|eom_id|>", "<|eot_id|>", "<|eom|>", "<|eot|>", "</s>", "<|im_end|>", "<|end|>",
+    "<|return|>", "<|call|>", "<｜end▁of▁sentence｜>", "<end_of_turn>",
+    "<start_function_response>", "<|observation|>", "<|end_of_text|>", "<|endoftext|>",
+    "<|END_OF_TURN_TOKEN|>",
+)  # fmt: skip
+_END_RUN = re.compile(r"(?:\s*(?:" + "|".join(re.escape(t) for t in END_TOKENS) + "))+")
+_END_RUN_AT_END = re.compile(_END_RUN.pattern + r"\s*\Z")
+
+
+def past_end_tokens(s: str, i: int, limit: int | None = None) -> int:
+    """Where a run of end-of-turn tokens (and the whitespace between) starting at s[i] ends,
+    looking no further than `limit`."""
+    m = _END_RUN.match(s, i, len(s) if limit is None else limit)
+    return m.end() if m else i
 
 
 def bare_calls(text: str, schemas: Schemas) -> list[RawCall] | None:
@@ -919,6 +956,9 @@ def bare_calls(text: str, schemas: Schemas) -> list[RawCall] | None:
     while i < len(text):
         if text.startswith("</tool_call>", i):
             i = _skip(text, i + len("</tool_call>"), ";")
+            continue
+        if (after := past_end_tokens(text, i)) > i:
+            i = _skip(text, after)
             continue
         if text[i] not in "{[":
             return None
@@ -990,9 +1030,30 @@ def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | N
         best = _bare(scan, schemas)
     if not best:
         return None
+    best = _with_end_tokens(scan, best)
     return Found(
         _remaining(head, scan, rest, best), [c for sp in best for c in sp.calls], best[0].format
     )
+
+
+def _with_end_tokens(scan: str, spans: list[_Span]) -> list[_Span]:
+    """Spans widened over the end-of-turn tokens right after each, and over those ending the
+    reply: they are the template's, not the model's words, and a client shows them as text."""
+    out: list[_Span] = []
+    for k, sp in enumerate(spans):
+        limit = spans[k + 1].start if k + 1 < len(spans) else len(scan)
+        end = past_end_tokens(scan, sp.end, limit)
+        out.append(_Span(sp.start, end, sp.calls, sp.format) if end != sp.end else sp)
+    k = len(scan)
+    while k > out[-1].end and scan[k - 1].isspace():
+        k -= 1
+    if not scan.endswith(END_TOKENS, out[-1].end, k):
+        return out  # the common case, decided without a regex search over the tail
+    tail = _END_RUN_AT_END.search(scan, out[-1].end)
+    if tail is not None and tail.start() > out[-1].end:
+        # Text after the last call, then the tokens: an empty span eats them.
+        out.append(_Span(tail.start(), len(scan), [], out[-1].format))
+    return out
 
 
 def _remaining(head: str, scan: str, rest: str, spans: list[_Span]) -> str | None:

@@ -3,8 +3,9 @@
 A stream cannot be recovered after the fact: by the time a reply turns out to hold a call, its
 first words are on the client's screen. So text is relayed as it comes, and only what could still
 become part of a call is held: a tail that could be the start of a marker, everything from a
-marker on, trailing whitespace (it goes with a call that follows it), and a reply that opens with
-`{`, `[` or a fence until it can be judged. When the choice finishes, the held text goes through
+marker on, trailing whitespace (it goes with a call that follows it), a reply that opens with
+`{`, `[` or a fence until it can be judged, and a fence after prose until it can be judged (the
+reply's one fenced block may be its call). When the choice finishes, the held text goes through
 the same `find_calls` as a whole reply, so a stream and a whole response always agree.
 
 Upstream tool-call fragments are reassembled (4.4) and relayed whole, arguments repaired, when the
@@ -20,11 +21,15 @@ from typing import Any
 from proxy.arguments import argument_event, compact, repair_arguments
 from proxy.events import HOLDBACK_RELEASED, Event
 from proxy.toolcalls import (
+    END_TOKENS,
+    FENCE,
+    FENCE_INFO_MAX,
     Schemas,
     bare_calls,
     build_calls,
     find_calls,
     json_calls,
+    past_end_tokens,
     recovered_event,
     tool_schemas,
     triggers,
@@ -64,6 +69,9 @@ class _Choice:
     in_think: bool = False
     triggered: bool = False
     judged: int = -1  # held length already judged "could be a bare call" (-1: not judged)
+    fence_open: bool = False  # the tail is a fence whose first line has not ended yet
+    fence_tail: bool = False  # the tail start being judged is a fence after prose
+    fences_done: bool = False  # a fence was judged not a call: no later one can be (4.1)
     given_up: bool = False
     native: list[_Call] = field(default_factory=list)
     finished: bool = False
@@ -84,7 +92,9 @@ class StreamToolProcessor:
         self._limit = holdback_limit
         marks = triggers(self._schemas) if self._recover else []
         self._triggers = marks
-        tags = [*marks, *_THINK_OPEN, *_THINK_CLOSE]
+        # The fence is in the tags for the tail it may begin (a trailing "`" or "``"), so that a
+        # fence split across chunks is still seen whole.
+        tags = [*marks, *_THINK_OPEN, *_THINK_CLOSE, *([FENCE] if self._recover else [])]
         self._prefixes = {t[:k] for t in tags for k in range(1, len(t))}
         self.longest_marker = max((len(t) for t in tags), default=0)
         self._choices: dict[int, _Choice] = {}
@@ -221,13 +231,16 @@ class StreamToolProcessor:
             if state.at_tail_start:
                 if self._still_possible(state, held, pos):
                     return held[:pos]
-                state.at_tail_start, state.judged = False, -1
+                if state.fence_tail or held[pos:].lstrip().startswith("`"):
+                    state.fences_done = True
+                state.at_tail_start, state.fence_tail, state.judged = False, False, -1
             marks = [
                 m
                 for m in (
                     _first(held, self._triggers, pos),
                     _first(held, _THINK_OPEN, pos),
                     _first(held, _THINK_CLOSE, pos),
+                    None if state.fences_done else _first(held, (FENCE,), pos),
                 )
                 if m is not None
             ]
@@ -238,6 +251,11 @@ class StreamToolProcessor:
                 state.in_think, pos = True, at + len(tag)
             elif tag in _THINK_CLOSE:
                 state.at_tail_start, state.judged, pos = True, -1, at + len(tag)
+            elif tag == FENCE:
+                # A fence after prose may hold the reply's one fenced call (4.1): judge it as a
+                # tail start, with the whitespace before it, which goes with a call.
+                pos = len(_rstrip_to(held, at, pos))
+                state.at_tail_start, state.fence_tail, state.judged = True, True, -1
             else:
                 state.triggered = True
                 return _rstrip_to(held, at, pos)
@@ -245,7 +263,7 @@ class StreamToolProcessor:
     def _still_possible(self, state: _Choice, held: str, pos: int) -> bool:
         # Re-judging only when a character that can close a value arrived keeps a long held
         # call linear instead of quadratic.
-        if state.judged >= 0:
+        if state.judged >= 0 and not state.fence_open:
             grown = len(held) - pos - state.judged
             quiet = not _JUDGE_CHARS.intersection(held[pos + state.judged :])
             if quiet or (state.judged >= _SMALL_HOLD and grown < state.judged // 8):
@@ -254,6 +272,9 @@ class StreamToolProcessor:
                 return True
         verdict = self._judge(held[pos:])
         state.judged = len(held) - pos if verdict else -1
+        # Until a fence's first line ends, any character may decide it (`json` then a newline
+        # then `{`, or prose): judge again on every chunk, which the line's bound keeps cheap.
+        state.fence_open = bool(verdict) and _fence_line_open(held, pos)
         return verdict is not False
 
     def _judge(self, text: str) -> bool | None:
@@ -274,7 +295,10 @@ class StreamToolProcessor:
             if s.startswith("</tool_call>", i):
                 i += len("</tool_call>")
                 continue
-            if "</tool_call>".startswith(s[i:]):
+            if (after := past_end_tokens(s, i)) > i:
+                i = after  # <|eot_id|> after Llama's JSON call, and the like
+                continue
+            if any(tag.startswith(s[i:]) for tag in _CLOSERS):
                 return True
             if s[i] not in "{[":
                 return False
@@ -310,14 +334,28 @@ class StreamToolProcessor:
         return key is None or key in _FIRST_KEYS or key in self._schemas
 
     def _judge_fence(self, s: str) -> bool:
+        """Could `s`, a tail opening with a backtick, still be the reply's one fenced call?
+
+        The same rules as toolcalls._fenced, decided as early as the text allows: the first
+        line is a short info string, the block's text must open like a call, and a second
+        fence after the block makes it an example.
+        """
         if len(s) < 3:
-            return "```".startswith(s)
-        if not s.startswith("```"):
+            return FENCE.startswith(s)
+        if not s.startswith(FENCE):
             return False
         nl = s.find("\n")
-        close = s.find("```", nl) if nl >= 0 else -1
+        if nl < 0:
+            return len(s) <= len(FENCE) + FENCE_INFO_MAX and "`" not in s[len(FENCE) :]
+        close = s.find(FENCE, len(FENCE))
+        if 0 <= close < nl or nl - len(FENCE) > FENCE_INFO_MAX:
+            return False
         if close < 0:
-            return True
+            # Still open: its text so far must be able to begin calls (a trailing "`" or "``"
+            # may be the closing fence arriving).
+            return self._judge(s[nl + 1 :].rstrip("`")) is not False
+        if s.find(FENCE, close + len(FENCE)) >= 0:
+            return False
         return bare_calls(s[nl + 1 : close], self._schemas) is not None
 
     def _overlap(self, text: str) -> int:
@@ -450,6 +488,24 @@ class StreamToolProcessor:
                 delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls")
             ):
                 self.content_started = True
+
+
+_OPEN_LINE_MAX = len(FENCE) + FENCE_INFO_MAX + 64
+# What may follow a complete call in a bare or fenced reply, seen while it may still be arriving.
+_CLOSERS = ("</tool_call>", *END_TOKENS)
+
+
+def _fence_line_open(held: str, pos: int) -> bool:
+    """Whether the tail from `pos` is a fence whose first line has not ended, or whose text has
+    not begun (nothing but whitespace after the first line)."""
+    tail = held[pos:].lstrip()
+    if not tail.startswith(FENCE) or len(tail) > _OPEN_LINE_MAX:
+        # Past the bound (blank lines without end) it is judged like any held value, when a
+        # character that can close one arrives: a delay in a pathological reply, never a
+        # wrong answer, and no judging of the whole tail on every chunk.
+        return False
+    nl = tail.find("\n")
+    return nl < 0 or not tail[nl + 1 :].strip()
 
 
 def _first(text: str, tags: list[str] | tuple[str, ...], start: int) -> tuple[int, str] | None:

@@ -53,10 +53,19 @@ _TRAPS = [
     "prose_mentions_brace_then_call",
     "hermes5867_bare_ollama",  # multi-byte text: 7-byte TCP pieces cut UTF-8 sequences
 ]
+# End-of-turn tokens after a call, and prose before one fenced call (issue 13, item 24).
+_END_OF_TURN = [
+    "llama_builtin_call_eom",
+    "llama3_python_tag_json_eom",
+    "llama3_bare_json_eot",
+    "hermes_text_after_then_im_end",
+    "ollama13519_prose_then_fenced_parameters",
+    "prose_fenced_call_eot",
+]
 NEGATIVES = [c for c in CASES if c.format is None]
 SUBSET = [
     *_FORMAT_CASES,
-    *(_BY_NAME[n] for n in _EXTRA_FORMATS + _TRAPS),
+    *(_BY_NAME[n] for n in _EXTRA_FORMATS + _TRAPS + _END_OF_TURN),
     *NEGATIVES,
 ]
 
@@ -198,6 +207,40 @@ async def test_corpus_whole_stream_and_split(
     # Random content pieces, each SSE event cut into 7-byte TCP writes; manual accumulation.
     fake.push(text_stream(*random_pieces(case.text, len(case.text)), split=7))
     assert await streamed_manual(api, tools_of(case)) == want
+
+
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [
+        ('<|python_tag|>brave_search.call(query="weather in Paris")<|eom_id|>', None),
+        (
+            "I'll check the weather.\n```json\n"
+            '{"name": "get_weather", "parameters": {"city": "Paris"}}\n```<|eot_id|>',
+            "I'll check the weather.",
+        ),
+    ],
+    ids=["python_tag_eom", "prose_fenced_parameters"],
+)
+async def test_a_llama_call_reaches_the_agent_as_a_call_without_its_end_token(
+    text: str, content: str | None, fake: FakeUpstream, lg: Running, api: Any
+) -> None:
+    tools = [
+        {"type": "function", "function": {"name": name, "parameters": {
+            "type": "object", "properties": {key: {"type": "string"}}}}}
+        for name, key in (("brave_search", "query"), ("get_weather", "city"))
+    ]
+    args = {"query": "weather in Paris"} if "brave" in text else {"city": "Paris"}
+    name = "brave_search" if "brave" in text else "get_weather"
+    want: Result = (content, [("call_recovered_0", name, args)], "tool_calls")
+
+    fake.push(Json(completion(text)))
+    got, _ = await whole(api, tools)
+    assert got == want
+    fake.push(one_char_stream(text))
+    assert await streamed_manual(api, tools) == want
+    fake.push(text_stream(*random_pieces(text, 7), split=7))
+    strict = [{**t, "function": {**t["function"], "strict": True}} for t in tools]
+    assert await streamed_helper(api, strict) == want
 
 
 async def test_sync_client_whole_and_streamed(fake: FakeUpstream, lg: Running) -> None:

@@ -17,7 +17,7 @@ from proxy.events import ARGUMENTS, HOLDBACK_RELEASED, TOOL_RECOVERED
 from proxy.toolstream import StreamToolProcessor
 from tests.steps import growth
 from tests.test_toolcalls import whole_result
-from tests.toolcall_corpus import CASES, TOOLS, Case
+from tests.toolcall_corpus import CASES, END_OF_TURN, TOOLS, Case
 
 TEMPLATE = {
     "id": "chatcmpl-1",
@@ -324,3 +324,85 @@ def test_a_long_held_call_is_judged_in_linear_time() -> None:
     assert client_view(everything)[1][0][1:] == (
         "write_file", json.dumps({"path": "a", "content": content}, separators=(",", ":"))
     )
+
+
+# -- end-of-turn tokens and prose before a fenced call (issue 13, item 24) -----------------------
+
+_ITEM_24 = [c for c in END_OF_TURN if c.format]
+
+
+def _wanted(case: Case) -> tuple[str | None, list[tuple[str, str, str]], str]:
+    """What the client must see: the corpus's expectation, not merely the whole-reply result."""
+    calls = [
+        (f"call_recovered_{k}", name, json.dumps(args, separators=(",", ":"), ensure_ascii=False))
+        for k, (name, args) in enumerate(case.calls)
+    ]
+    return case.content, calls, "tool_calls"
+
+
+def _chunkings(text: str) -> list[list[str]]:
+    fixed = [list(text), [text], [text[i : i + 8] for i in range(0, len(text), 8)]]
+    return fixed + [split_random(text, seed) for seed in range(5)]
+
+
+@pytest.mark.parametrize("case", _ITEM_24, ids=lambda c: c.name)
+def test_end_tokens_and_fenced_calls_recovered_at_every_chunking(case: Case) -> None:
+    want = _wanted(case)
+    for pieces in _chunkings(case.text):
+        out, _ = run(pieces, list(case.tools))
+        assert client_view(out) == want, pieces
+    for cut in range(1, len(case.text)):
+        out, _ = run([case.text[:cut], case.text[cut:]], list(case.tools))
+        assert client_view(out) == want, cut
+
+
+def _released_before(text: str, until: str) -> str:
+    """The content sent to the client, one character a chunk, before `until` has arrived."""
+    proc = StreamToolProcessor(TOOLS)
+    sent = ""
+    for k, ch in enumerate(text):
+        if text[: k + 1].endswith(until):
+            return sent
+        for c in proc.feed(chunk({"content": ch})):
+            sent += c["choices"][0]["delta"].get("content") or "" if c.get("choices") else ""
+    return sent
+
+
+def test_prose_before_a_fenced_call_is_not_delayed() -> None:
+    text = "I'll check the weather.\n```json\n" + '{"name": "get_weather", "parameters": {}}\n```'
+    assert _released_before(text, "```json") == "I'll check the weather."
+
+
+def test_a_fenced_block_that_is_not_a_call_is_released_before_it_closes() -> None:
+    text = "Run this:\n```bash\nls -la\n```\nThen tell me."
+    assert _released_before(text, "la\n```").startswith("Run this:\n```bash\nls")
+    answer = '```json\n{"city": "Paris", "days": 3, "notes": "x"}\n```'
+    assert _released_before(answer, "\n```").startswith('```json\n{"city"')
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "Some prose with ``` in it and more words. ",
+        "Text.\n```json\n{\"a\": 1}\n```\n",
+        "Text.\n```\n",
+        "``",
+    ],
+    ids=["inline-fences", "json-blocks", "open-fences", "backticks"],
+)
+def test_fences_in_a_long_reply_are_judged_in_linear_time(unit: str) -> None:
+    def make(size: int) -> Callable[[], object]:
+        text = unit * (size // len(unit) + 1)
+        return lambda: _in_chunks(text)
+
+    assert growth(make, 4_000) < 12
+
+
+def test_a_long_call_in_a_fence_after_prose_is_judged_in_linear_time() -> None:
+    def make(size: int) -> Callable[[], object]:
+        content = "def f(x):\n    return {'a': [x]}  # } ] `\n" * (size // 40)
+        call = json.dumps({"name": "write_file", "arguments": {"path": "a", "content": content}})
+        text = f"I'll write it.\n```json\n{call}\n```"
+        return lambda: _in_chunks(text)
+
+    assert growth(make, 4_000) < 12

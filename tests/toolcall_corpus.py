@@ -163,7 +163,8 @@ FORMATS: list[tuple[str, str, Renderer, bool]] = [
     ("functools", "functools", _functools, True),
     ("functiongemma", "functiongemma", _gemma, True),
     ("bare_json", "bare_json", _bare, False),
-    ("fenced_json", "fenced_json", _fenced, False),
+    # One fenced block of calls may follow prose (issue 13, item 24); bare JSON may not.
+    ("fenced_json", "fenced_json", _fenced, True),
 ]
 
 
@@ -269,6 +270,87 @@ _REAL = [
     Case("functiongemma_stripped_residue",
          "call:get_weather{city:<escape>Paris<escape>,days:3}",
          None, [("get_weather", {"city": "Paris", "days": 3})], "functiongemma"),
+]
+
+# End-of-turn tokens a server left after the call it did not parse, one per format family
+# (research/toolcall-formats.md: Llama 3.x <|eom_id|> after a built-in call and <|eot_id|> after
+# a JSON one, Mistral </s>, DeepSeek <｜end▁of▁sentence｜>, harmony <|return|>/<|end|>; the
+# families' templates for ChatML <|im_end|>, GLM <|observation|>, Gemma <end_of_turn>, Granite
+# <|end_of_text|>, Llama 4 <|eom|>), and prose before one fenced call (issue 13, item 24).
+END_OF_TURN = [
+    Case("llama_builtin_call_eom",
+         '<|python_tag|>search.call(query="weather in Paris")<|eom_id|>',
+         None, [("search", {"query": "weather in Paris"})], "llama3"),
+    Case("llama3_python_tag_json_eom",
+         '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris", "days": 3}}'
+         "<|eom_id|>",
+         None, ONE, "llama3"),
+    Case("llama3_python_tag_json_eot_then_prose",
+         'Checking.<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris", '
+         '"days": 3}}<|eot_id|>',
+         "Checking.", ONE, "llama3"),
+    Case("llama3_bare_json_eot",
+         '{"name": "get_weather", "parameters": {"city": "Paris", "days": 3}}<|eot_id|>',
+         None, ONE, "bare_json"),
+    Case("llama3_two_calls_semicolon_eot",
+         '{"name": "get_weather", "parameters": {"city": "Paris", "days": 3}}; '
+         '{"name": "get_time", "parameters": {"tz": "Europe/Paris"}}<|eot_id|>',
+         None, TWO, "bare_json"),
+    Case("llama4_pythonic_eom",
+         '<|python_start|>[get_time(tz="UTC")]<|python_end|><|eom|>',
+         None, [("get_time", {"tz": "UTC"})], "llama3"),
+    Case("mistral_array_eos",
+         '[TOOL_CALLS] [{"name": "get_time", "arguments": {"tz": "UTC"}}]</s>',
+         None, [("get_time", {"tz": "UTC"})], "mistral"),
+    Case("hermes_im_end",
+         'Sure.\n<tool_call>\n{"name": "get_time", "arguments": {"tz": "UTC"}}\n</tool_call>'
+         "<|im_end|>",
+         "Sure.", [("get_time", {"tz": "UTC"})], "hermes"),
+    Case("hermes_text_after_then_im_end",
+         'Sure.\n<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>\nDone.'
+         "<|im_end|>",
+         "Sure.\nDone.", [("get_time", {})], "hermes"),
+    Case("deepseek_v31_end_of_sentence",
+         '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{"tz": "UTC"}'
+         "<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>",
+         None, [("get_time", {"tz": "UTC"})], "deepseek"),
+    Case("harmony_call_then_return",
+         '<|start|>assistant<|channel|>commentary to=functions.get_time <|constrain|>json'
+         '<|message|>{"tz": "UTC"}<|call|><|return|>',
+         None, [("get_time", {"tz": "UTC"})], "harmony"),
+    Case("glm_observation",
+         "<tool_call>get_time\n<arg_key>tz</arg_key>\n<arg_value>UTC</arg_value>\n</tool_call>"
+         "<|observation|>",
+         None, [("get_time", {"tz": "UTC"})], "glm"),
+    Case("functiongemma_end_of_turn",
+         "<start_function_call>call:get_time{tz:<escape>UTC<escape>}<end_function_call>"
+         "<start_function_response><end_of_turn>",
+         None, [("get_time", {"tz": "UTC"})], "functiongemma"),
+    Case("granite_end_of_text",
+         '<|tool_call|>[{"name": "get_time", "arguments": {"tz": "UTC"}}]<|end_of_text|>',
+         None, [("get_time", {"tz": "UTC"})], "granite"),
+    Case("ollama13519_prose_then_fenced_parameters",
+         "I'll check the weather.\n```json\n"
+         '{"name": "get_weather", "parameters": {"city": "Paris"}}\n```',
+         "I'll check the weather.", [("get_weather", {"city": "Paris"})], "fenced_json"),
+    Case("prose_fenced_call_prose",
+         'Checking.\n```json\n{"name": "get_time", "arguments": {"tz": "UTC"}}\n```\n'
+         "I'll report back.",
+         "Checking.\nI'll report back.", [("get_time", {"tz": "UTC"})], "fenced_json"),
+    Case("prose_fenced_call_eot",
+         'Checking: ```\n{"name": "get_time", "arguments": {"tz": "UTC"}}\n```<|eot_id|>',
+         "Checking:", [("get_time", {"tz": "UTC"})], "fenced_json"),
+    # Fences inside a bare call's arguments do not make the reply a fenced one.
+    Case("bare_call_with_fences_in_its_arguments",
+         '{"name": "write_file", "arguments": {"path": "a.md", "content": '
+         '"```python\\nprint(1)\\n```"}}<|eot_id|>',
+         None, [("write_file", {"path": "a.md", "content": "```python\nprint(1)\n```"})],
+         "bare_json"),
+    Case("prose_fenced_list_of_calls",
+         "Both at once.\n\n```json\n"
+         '[{"name": "get_weather", "parameters": {"city": "Paris", "days": 3}}, '
+         '{"name": "get_time", "parameters": {"tz": "Europe/Paris"}}]\n```',
+         "Both at once.", TWO, "fenced_json"),
 ]
 
 _TRAPS = [
@@ -384,9 +466,27 @@ _NEGATIVES = [
          '{"name": "get_time", "arguments": {}}\n```', None, [], None),
     Case("stripped_residue_undeclared",
          "Then call:delete_all{force:true} as before.", None, [], None),
+    # End-of-turn tokens are only taken away with a call they follow.
+    Case("end_tokens_without_a_call", "Paris is sunny.<|eot_id|>", None, [], None),
+    Case("prose_fenced_json_not_a_call",
+         'Here is the data:\n```json\n{"city": "Paris", "days": 3}\n```', None, [], None),
+    Case("prose_fenced_undeclared_tool",
+         'Calling it.\n```json\n{"name": "delete_all", "parameters": {"force": true}}\n```',
+         None, [], None),
+    Case("prose_two_fenced_calls",
+         'Either\n```json\n{"name": "get_time", "arguments": {}}\n```\nor\n```json\n'
+         '{"name": "get_time", "arguments": {}}\n```', None, [], None),
+    Case("prose_inline_fence_then_fenced_call",
+         'Wrap code in ``` fences.\n```json\n{"name": "get_time", "arguments": {}}\n```',
+         None, [], None),
+    Case("prose_fenced_code_then_prose",
+         "Run this:\n```bash\nls -la\n```\nThen tell me.", None, [], None),
+    Case("prose_fenced_call_shape_with_schema",
+         'The tool is:\n```json\n{"name": "search", "parameters": {"type": "object", '
+         '"properties": {"query": {"type": "string"}}}}\n```', None, [], None),
 ]
 
-CASES: list[Case] = [*_generated(), *_REAL, *_TRAPS, *_NEGATIVES]
+CASES: list[Case] = [*_generated(), *_REAL, *END_OF_TURN, *_TRAPS, *_NEGATIVES]
 
 
 def by_format() -> dict[str, int]:
