@@ -44,7 +44,7 @@ _JUDGE_CHARS = frozenset("}])`>;")
 # declared tool's own name: a JSON reply whose first key is none of these is an answer, not a call.
 _FIRST_KEYS = frozenset({
     "name", "arguments", "parameters", "args", "id", "type", "function", "tool", "tool_input",
-    "tool_name", "tool_call_id", "input", "call", "tool_calls", "function_call",
+    "tool_name", "tool_call_id", "input", "call", "tool_calls", "tool_call", "function_call",
 })  # fmt: skip
 # Under this many held characters a value is re-judged whenever it may have closed; past it,
 # only after the held text grew by an eighth, so judging a long reply stays linear overall.

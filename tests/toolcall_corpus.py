@@ -267,6 +267,13 @@ _REAL = [
          "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
          '{\n  "city": "Beijing",\n  "days": 2\n}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
          None, [("get_weather", {"city": "Beijing", "days": 2})], "deepseek"),
+    # llama.cpp's "Generic" format for templates it does not know (toolcall-formats.md section 8)
+    Case("llamacpp_generic_tool_call",
+         '{"tool_call": {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}}',
+         None, ONE, "bare_json"),
+    Case("llamacpp_generic_tool_calls",
+         '{"tool_calls": [{"name": "get_time", "arguments": {"tz": "UTC"}, "id": "0"}]}',
+         None, [("get_time", {"tz": "UTC"})], "bare_json"),
     Case("functiongemma_stripped_residue",
          "call:get_weather{city:<escape>Paris<escape>,days:3}",
          None, [("get_weather", {"city": "Paris", "days": 3})], "functiongemma"),
