@@ -13,15 +13,14 @@ and the two counters.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import random
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, Stream, chunk, completion, text_stream
@@ -611,21 +610,47 @@ async def test_native_whole_calls_without_ids_get_minted_ids(
 
 
 async def test_plain_text_with_tools_is_not_batched(
-    fake: FakeUpstream, lg: Running, api: Any
+    fake: FakeUpstream, lg: Running, api: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # No piece can start a marker, none opens with `{`/`[`/a fence, none ends in whitespace.
     pieces = ["Paris", " is", " sunny", " today,", " 21", " degrees", " (feels", " like", " 19)."]
-    fake.push(text_stream(*pieces, delay=0.05))
-    stream = await api.chat.completions.create(model=MODEL, messages=MSG, tools=TOOLS, stream=True)
-    arrivals: list[tuple[float, str]] = []
-    async for ch in stream:
-        if ch.choices and ch.choices[0].delta.content:
-            arrivals.append((time.perf_counter(), ch.choices[0].delta.content))
-    assert [text for _, text in arrivals] == pieces
-    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(arrivals)]
-    # Each piece reached the client before the fake sent the next one (0.05 s apart): a
-    # batching hold-back would show gaps near zero.
-    assert min(gaps) > 0.03, gaps
+    # Lockstep, not a stopwatch (issue 13, item 16): the fake writes each piece only once the
+    # client has read the one before, so a hold-back that batched pieces would stall the stream
+    # and fail at the guard below; nothing depends on how fast the machine is.
+    read: list[asyncio.Event] = [asyncio.Event() for _ in pieces]
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": p}) for p in pieces] + [chunk({}, "stop"), "[DONE]"]
+
+    async def lockstep(request: web.Request, reply: Any) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for item in events:
+            if isinstance(item, dict) and item["choices"][0]["delta"].get("content"):
+                k = pieces.index(item["choices"][0]["delta"]["content"])
+                if k:
+                    await read[k - 1].wait()
+            data = b"data: [DONE]\n\n" if item == "[DONE]" else b"data: " + json.dumps(
+                item
+            ).encode() + b"\n\n"
+            await resp.write(data)
+        await resp.write_eof()
+        return resp
+
+    monkeypatch.setattr(fake, "_play", lockstep)
+    got: list[str] = []
+
+    async def consume() -> None:
+        stream = await api.chat.completions.create(
+            model=MODEL, messages=MSG, tools=TOOLS, stream=True
+        )
+        async for ch in stream:
+            if ch.choices and ch.choices[0].delta.content:
+                got.append(ch.choices[0].delta.content)
+                read[len(got) - 1].set()
+
+    # Not a measurement: only what turns a stall into a failure instead of a hung test.
+    await asyncio.wait_for(consume(), timeout=30)
+    assert got == pieces  # each piece on its own, in order
 
 
 # -- recovery switched off ------------------------------------------------------------------------
