@@ -1,10 +1,13 @@
 """Real upstream refusal bodies, as data, with what latchgate must make of each.
 
-Every wording here is quoted in /work/shared/research/refusal-wordings.md (section numbers in the
-names). Each case carries the body the upstream answered with, its HTTP status, the request body
-that was sent (holding the field that triggered the refusal), and the expected classification:
-a capability (with its fields / effort details) or None for "return it to the client, never
-latch". Reusable by HTTP-level tests: serve `status` + `body` from a fake upstream, send `sent`.
+The wordings are quoted in docs/research/refusal-wordings.md (its section numbers begin the
+names); those found later (issue 13, item 23) carry their source in a comment above them, tagged
+as that file tags them: [SRC] a server's own source, [ISSUE] a pasted response in an issue
+thread, [3P] third-party code or tests quoting the server. Each case carries the body the
+upstream answered with, its HTTP status, the request body that was sent (holding the field that
+triggered the refusal), and the expected classification: a capability (with its fields / effort
+details) or None for "return it to the client, never latch". Reusable by HTTP-level tests: serve
+`status` + `body` from a fake upstream, send `sent`.
 """
 
 from __future__ import annotations
