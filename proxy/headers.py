@@ -8,9 +8,13 @@ gave some clients an empty reply. Doing it in one place means no route can forge
 
 from __future__ import annotations
 
+import json
 import re
 
-NOTICE_HEADER = "x-latchgate-notice"
+NOTICE_HEADER = "x-latchgate-notice"  # one per notice, for people reading headers
+# All the notices in one header, as a JSON list: notices hold commas, and clients that join a
+# repeated header with ", " (most HTTP libraries) cannot split NOTICE_HEADER's copies again.
+NOTICES_HEADER = "x-latchgate-notices"
 DROPPED_HEADER = "x-latchgate-dropped-fields"
 REQUEST_ID_HEADER = "x-latchgate-request-id"
 
@@ -34,3 +38,9 @@ def header_value(text: str, limit: int = MAX_HEADER_VALUE) -> str:
     if not (flat.isascii() and flat.isprintable()):
         flat = _CONTROL.sub(_escape, flat.encode("ascii", "backslashreplace").decode("ascii"))
     return flat[:limit]
+
+
+def notices_value(notices: list[str]) -> str:
+    """The notices as one header value: a JSON list of strings in ASCII (non-ASCII and control
+    characters as JSON escapes, so it parses back to exactly what was said)."""
+    return json.dumps([" ".join(n.split()) for n in notices], ensure_ascii=True)

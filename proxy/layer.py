@@ -17,7 +17,14 @@ import orjson
 
 from . import events as ev
 from .errors import ProxyError
-from .negotiate import DEFAULT_DROPPABLE, build_body, classify, client_wants_usage, error_text
+from .negotiate import (
+    DEFAULT_DROPPABLE,
+    build_body,
+    classify,
+    client_wants_usage,
+    error_text,
+    field_topic,
+)
 from .overflow import is_overflow, overflow_message, reported_window
 from .pipeline import Decision, Job, StreamProcessor, upstream_error_body
 from .retry import RetryPolicy, Transient, classify_status, next_wait
@@ -161,8 +168,12 @@ class AgentLayer:
             # Every field of the client's that is not sent (refused, latched off, renamed):
             # the header lists them all, whatever removed them. The last attempt's list wins.
             job.dropped = [name for name in job.body if name not in body]
+        learned: set[str] = job.state.get("learned", set())
         for notice in built.notices:
-            job.events.emit(ev.INFO, notice)
+            # A latch this very request learned was announced by its refusal's notice: the
+            # rebuild that follows does not say it a second time.
+            if notice.topic not in learned:
+                job.events.emit(ev.INFO, notice)
         if built.structured_in_words and not job.state.get("in_words"):
             job.state["in_words"] = True
             job.events.emit(ev.STRUCTURED_IN_WORDS, "")  # build_body's notice says it
@@ -174,13 +185,16 @@ class AgentLayer:
         )
         if result.relaxed and not job.state.get("relaxed"):
             job.state["relaxed"] = True
+            said = "strict_schemas" in learned  # the refusal's notice says it already
             job.events.emit(
                 ev.SCHEMAS_RELAXED,
-                f"Schemas sent relaxed (no pattern or format) "
-                f"because {up.name} cannot build a grammar from them.",
+                ""
+                if said
+                else f"Schemas sent relaxed (no pattern or format) because {up.name} cannot "
+                "build a grammar from them.",
             )
-        for notice in result.notices:
-            job.events.emit(ev.SCHEMA_FIXED, notice)
+        for fixed in result.notices:
+            job.events.emit(ev.SCHEMA_FIXED, fixed)
         return result.body, _encode(job.raw, job.body, result.body)
 
     # -- after an error ---------------------------------------------------------------------
@@ -232,6 +246,11 @@ class AgentLayer:
         ):
             job.state["resends"] = resends + 1
             job.state["latched"] = True
+            job.state.setdefault("learned", set()).add(
+                field_topic(refusal.fields)
+                if refusal.capability == "refused_field"
+                else refusal.capability
+            )
             job.events.emit(
                 ev.REFUSAL, refusal.notice(model, up.name), capability=refusal.capability
             )

@@ -118,6 +118,23 @@ _NOTICES = {
 }
 
 
+class Notice(str):
+    """A notice sentence that knows which latch it is about (`topic`: a capability, or
+    `refused_field:` and the field names), so a request that has just learned that latch, and
+    says so in the refusal's own notice, does not say it twice. Compares as the plain string."""
+
+    topic: str
+
+    def __new__(cls, text: str, topic: str) -> Notice:
+        made = super().__new__(cls, text)
+        made.topic = topic
+        return made
+
+
+def field_topic(fields: Iterable[str]) -> str:
+    return "refused_field:" + ",".join(sorted(fields))
+
+
 def _field_notice(model: str, upstream: str, fields: Iterable[str], *, learned: bool) -> str:
     names = list(fields)
     them = "it" if len(names) == 1 else "them"
@@ -691,7 +708,7 @@ class BuiltBody:
     changed: bool
     dropped: tuple[str, ...] = ()
     structured_in_words: bool = False
-    notices: list[str] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
 
 
 def client_wants_usage(client: dict[str, Any]) -> bool:
@@ -716,7 +733,7 @@ def build_body(
     to a schema being moved into the system prompt (section 9).
     """
     name = str(client.get("model", ""))
-    notices: list[str] = []
+    notices: list[Notice] = []
     if model.permissive():
         # Nothing latched for the model: of the steps below only two can change the body, the
         # ceiling (when max_completion_tokens is sent) and stream_options (an endpoint matter).
@@ -734,7 +751,7 @@ def _build_full(
     endpoint: EndpointLatches,
     model: ModelLatches,
     name: str,
-    notices: list[str],
+    notices: list[Notice],
     droppable: frozenset[str],
     sanitise: Callable[[dict[str, Any]], dict[str, Any]] | None,
 ) -> BuiltBody:
@@ -745,13 +762,17 @@ def _build_full(
     dropped = tuple(k for k in body if k in model.refused_fields and is_droppable(k, droppable))
     if dropped:
         body = {k: v for k, v in body.items() if k not in dropped}
-        notices.append(_field_notice(name, endpoint.upstream, dropped, learned=False))
+        text = _field_notice(name, endpoint.upstream, dropped, learned=False)
+        notices.append(Notice(text, field_topic(dropped)))
     in_words = not model.structured_output and _wants_json(body.get("response_format"))
     if in_words:
         body = ask_in_words(body, sanitise)
         notices.append(
-            f"Model {name} takes no response_format, so latchgate asked for JSON in the system "
-            "prompt and will extract it from the reply."
+            Notice(
+                f"Model {name} takes no response_format, so latchgate asked for JSON in the system "
+                "prompt and will extract it from the reply.",
+                "structured_output",
+            )
         )
     return BuiltBody(body, body is not client, dropped, in_words, notices)
 
@@ -766,7 +787,7 @@ def _without(body: dict[str, Any], *keys: str) -> dict[str, Any]:
 
 
 def _ceiling(
-    body: dict[str, Any], model: ModelLatches, name: str, notices: list[str]
+    body: dict[str, Any], model: ModelLatches, name: str, notices: list[Notice]
 ) -> dict[str, Any]:
     """The client's ceiling, under the one name this model takes."""
     target = "max_tokens" if model.legacy_token_limit else "max_completion_tokens"
@@ -778,8 +799,11 @@ def _ceiling(
         return _one_ceiling(body, target, other, body["max_completion_tokens"])
     if not model.legacy_token_limit:
         notices.append(
-            f"Model {name} refuses max_tokens, so the reply ceiling was sent as "
-            "max_completion_tokens."
+            Notice(
+                f"Model {name} refuses max_tokens, so the reply ceiling was sent as "
+                "max_completion_tokens.",
+                "legacy_token_limit",
+            )
         )
     # The ceiling goes out as max_tokens by default (the package's choice), which every server
     # knows; a model that refuses it latches legacy_token_limit once and is sent the new name.
@@ -797,24 +821,32 @@ def _one_ceiling(body: dict[str, Any], target: str, other: str, value: Any) -> d
 
 
 def _temperature(
-    body: dict[str, Any], model: ModelLatches, name: str, notices: list[str]
+    body: dict[str, Any], model: ModelLatches, name: str, notices: list[Notice]
 ) -> dict[str, Any]:
     if model.chosen_temperature or "temperature" not in body:
         return body
-    notices.append(f"Model {name} accepts only its default temperature, so none was sent.")
+    notices.append(
+        Notice(
+            f"Model {name} accepts only its default temperature, so none was sent.",
+            "chosen_temperature",
+        )
+    )
     return _without(body, "temperature")
 
 
 def _effort(
-    body: dict[str, Any], model: ModelLatches, name: str, notices: list[str]
+    body: dict[str, Any], model: ModelLatches, name: str, notices: list[Notice]
 ) -> dict[str, Any]:
     asked = body.get("reasoning_effort")
     if model.effort_with_tools and (body.get("tools") or body.get("functions")):
         if asked == model.effort_with_tools:
             return body
         notices.append(
-            f"Model {name} refuses function tools with a reasoning effort, so reasoning_effort "
-            f"'{model.effort_with_tools}' was sent."
+            Notice(
+                f"Model {name} refuses function tools with a reasoning effort, so reasoning_effort "
+                f"'{model.effort_with_tools}' was sent.",
+                "effort_value",
+            )
         )
         if "reasoning_effort" in body:
             return _replace(body, "reasoning_effort", "reasoning_effort", model.effort_with_tools)
@@ -822,13 +854,18 @@ def _effort(
     if "reasoning_effort" not in body:
         return body
     if not model.reasoning_effort:
-        notices.append(f"Model {name} takes no reasoning_effort, so none was sent.")
+        notices.append(
+            Notice(f"Model {name} takes no reasoning_effort, so none was sent.", "reasoning_effort")
+        )
         return _without(body, "reasoning_effort")
     value = _effort_to_send(asked, model)
     if value == asked:
         return body
     notices.append(
-        f"Model {name} refuses reasoning_effort '{asked}', so '{value}' was sent instead."
+        Notice(
+            f"Model {name} refuses reasoning_effort '{asked}', so '{value}' was sent instead.",
+            "effort_value",
+        )
     )
     return _replace(body, "reasoning_effort", "reasoning_effort", value)
 
@@ -848,7 +885,7 @@ def _effort_to_send(asked: object, model: ModelLatches) -> object:
 
 
 def _stream_options(
-    body: dict[str, Any], endpoint: EndpointLatches, notices: list[str]
+    body: dict[str, Any], endpoint: EndpointLatches, notices: list[Notice]
 ) -> dict[str, Any]:
     options = body.get("stream_options")
     if body.get("stream") is not True:
@@ -860,8 +897,11 @@ def _stream_options(
         if options is None:
             return body
         notices.append(
-            f"{endpoint.upstream or 'The upstream'} refuses stream_options, so it was removed "
-            "and the stream carries no usage report."
+            Notice(
+                f"{endpoint.upstream or 'The upstream'} refuses stream_options, so it was removed "
+                "and the stream carries no usage report.",
+                "usage_in_stream",
+            )
         )
         return _without(body, "stream_options")
     if isinstance(options, dict) and options.get("include_usage") is True:

@@ -27,7 +27,14 @@ from .answers import judge
 from .answers import message as answer_message
 from .deadlines import Deadline, Deadlines
 from .errors import ProxyError, error_body, sse_error_event
-from .headers import DROPPED_HEADER, NOTICE_HEADER, REQUEST_ID_HEADER, header_value
+from .headers import (
+    DROPPED_HEADER,
+    NOTICE_HEADER,
+    NOTICES_HEADER,
+    REQUEST_ID_HEADER,
+    header_value,
+    notices_value,
+)
 from .masking import Masker
 from .overflow import parse_error
 from .sse import DONE, EventTooLarge, SSEParser, comment, frame, next_block, parse_block, plain_run
@@ -166,8 +173,11 @@ def add_headers(resp: web.StreamResponse, job: Job) -> None:
         headers.update(job.upstream_headers)
     headers[REQUEST_ID_HEADER] = job.events.request_id
     if job.events.events:  # no events, no notices: the usual case skips the walk
-        for notice in job.events.notices:
-            headers.add(NOTICE_HEADER, header_value(job.masker.text(notice)))
+        notices = [job.masker.text(notice) for notice in job.events.notices]
+        for notice in notices:
+            headers.add(NOTICE_HEADER, header_value(notice))
+        if notices:
+            headers[NOTICES_HEADER] = notices_value(notices)
     if job.dropped:
         headers[DROPPED_HEADER] = header_value(", ".join(job.dropped))
 

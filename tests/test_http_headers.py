@@ -105,3 +105,37 @@ async def test_dropped_fields_lists_every_field_not_sent(lg: Running, fake: Fake
     assert got.header("x-latchgate-dropped-fields") == "temperature, stream_options"
     sent = fake.bodies()[-1]
     assert "temperature" not in sent and "stream_options" not in sent
+
+
+async def test_the_learning_request_says_each_change_once_and_in_a_splittable_header(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    fake.push(
+        Json({"error": {"message": "Unsupported value: 'temperature' does not support 0.2 with "
+                        "this model. Only the default (1) value is supported."}}, status=400),
+        Json(MAX_TOKENS_REFUSAL, status=400),
+    )
+    client = lg.client()
+    raw = await client.chat.completions.with_raw_response.create(
+        model="m", messages=[{"role": "user", "content": "Hi"}], temperature=0.2, max_tokens=5
+    )
+    first = raw.headers.get_list("x-latchgate-notice")
+    assert len(first) == 2, first  # one per change: not the refusal's and the rebuild's
+    assert any("temperature" in n for n in first) and any("max_tokens" in n for n in first)
+    # What an HTTP library that joins repeated headers sees: the JSON list survives it.
+    assert orjson.loads(raw.headers["x-latchgate-notices"]) == first
+    again = await client.chat.completions.with_raw_response.create(
+        model="m", messages=[{"role": "user", "content": "Hi"}], temperature=0.2, max_tokens=5
+    )
+    later = again.headers.get_list("x-latchgate-notice")
+    assert len(later) == 2 and later != first  # now the "was sent" forms, once each
+    assert orjson.loads(again.headers["x-latchgate-notices"]) == later
+
+
+def test_notices_value_round_trips_any_text() -> None:
+    from proxy.headers import notices_value
+
+    said = ["a, b.", "c\x00d é", 'quote " and \\']
+    value = notices_value(said)
+    assert value.isascii() and value.isprintable()
+    assert orjson.loads(value) == said
