@@ -160,7 +160,8 @@ class SchemaContradiction(SchemaError):
 
 @dataclass(frozen=True)
 class _Problem:
-    """Why a schema cannot be walked: "deep" or "large", and the position where that showed."""
+    """Why a schema cannot be walked: "deep", "large" or "type" (a type list of non-names), and
+    the position where that showed."""
 
     reason: str
     path: str
@@ -328,7 +329,7 @@ class _Sanitiser:
         if not self.strict_safe:
             out = self._collapse_unions(out)
         self._drop_contradictions(out, path)
-        out = self._types(out)
+        out = self._types(out, path)
         return _finish_object(out)
 
     def _keyword(
@@ -381,13 +382,17 @@ class _Sanitiser:
                 # The lower bound goes: keeping the upper one keeps the grammar small.
                 del out[low]
 
-    def _types(self, out: dict[str, Any]) -> dict[str, Any]:
+    def _types(self, out: dict[str, Any], path: str) -> dict[str, Any]:
         kind = out.get("type")
         if kind is None or (isinstance(kind, str) and kind in KNOWN_TYPES):
             return out
         if not isinstance(kind, list):
             del out["type"]  # unknown name or not a string: llama.cpp rejects both
             return out
+        if not all(isinstance(name, str) for name in kind):
+            # A list of type names holding an object, a number, a list: not a spelling to
+            # repair (as an unknown name is) but a schema that means nothing; the client's to fix.
+            raise _Unwalkable(_Problem("type", path))
         names = _known_types(kind)
         rest = [t for t in names if t != "null"]
         nullable = len(rest) < len(names)
@@ -901,6 +906,13 @@ def _apply_form(
 
 def _unwalkable(target: _Target, problem: _Problem) -> SchemaError:
     where = f" (at {_short(problem.path)})" if problem.path else ""
+    if problem.reason == "type":
+        return SchemaError(
+            target.param,
+            f"The schema of {target.owner} has a 'type' list holding something other than type "
+            f"names{where}. List names such as \"string\" and \"null\", or use anyOf.",
+            target.code,
+        )
     if problem.reason == "large":
         message = (
             f"The schema of {target.owner} expands to more than {MAX_NODES} schema objects"

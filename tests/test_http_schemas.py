@@ -812,17 +812,22 @@ async def test_a_type_list_of_non_names_is_never_a_500(
     fake: FakeUpstream, start_proxy: StartProxy, kind: str, mode: str
 ) -> None:
     # Before: `TypeError: unhashable type` deciding whether the response schema's root is an
-    # object, in both modes. Sanitise drops a malformed `type` (as it drops `"type": 5`);
-    # passthrough sends the schema as written, for the upstream to judge.
+    # object, in both modes. Sanitise refuses it with a 400 naming the field (a list of type
+    # names holding an object means nothing it could repair); passthrough sends the schema as
+    # written, for the upstream to judge, as it does every schema.
     lg = await start(start_proxy, fake, kind)
-    schema = {"type": [{}], "properties": {"a": {"type": [["string"], "null"]}}}
-
-    await ask(lg, response_format=schema_format(schema))
-
-    (body,) = fake.bodies()
-    expected = schema if mode == "passthrough" else {
-        "type": "object", "properties": {"a": {"type": "null"}}}
-    assert body["response_format"]["json_schema"]["schema"] == expected
+    schema = {"type": "object", "properties": {"a": {"type": [["string"], "null"]}}}
+    if mode == "passthrough":
+        await ask(lg, response_format=schema_format(schema))
+        (body,) = fake.bodies()
+        assert body["response_format"]["json_schema"]["schema"] == schema
+        return
+    with pytest.raises(openai.BadRequestError) as err:
+        await ask(lg, response_format=schema_format(schema))
+    assert err.value.param == "response_format.json_schema.schema"
+    message = err.value.body["message"]  # type: ignore[index]
+    assert "'type' list" in message and "#/properties/a" in message
+    assert fake.bodies() == []
 
 
 async def test_a_deep_response_schema_asked_for_in_words_is_a_400(

@@ -165,8 +165,9 @@ async def check_key_panel(raw_expr: str, answer: dict[str, Any], where: str) -> 
 async def check_variables(prom: Prometheus) -> None:
     """The `upstream` and `model` variables' label_values queries, as Grafana asks them."""
     upstreams = await prom.api("label/upstream/values", **{"match[]": "latchgate_requests_total"})
-    assert upstreams["data"] == ["fake"]
+    # "none": requests that reached no upstream (the admin calls drive_all makes, refusals).
+    assert upstreams["data"] == ["fake", "none"]
     models = await prom.api(
         "label/model/values", **{"match[]": 'latchgate_requests_total{upstream=~".*"}'}
     )
-    assert models["data"] == [MODEL]
+    assert sorted(models["data"]) == sorted([MODEL, "none"])

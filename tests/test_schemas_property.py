@@ -44,6 +44,11 @@ REFS = st.sampled_from([
     "https://example.com/s.json", "#/properties/path", "#",
 ])
 SMALL = st.integers(min_value=0, max_value=12)
+# Junk inside type lists: objects and lists are unhashable, so cannot be looked up as names.
+# Sanitise refuses such a schema (see test_junk_in_a_type_list_is_refused_wherever_it_is).
+JUNK_TYPES = st.fixed_dictionaries({"type": st.lists(
+    st.one_of(TYPES, st.just({}), st.just(["string"]), st.none()), min_size=1, max_size=3,
+).filter(lambda kinds: not all(isinstance(k, str) for k in kinds))})
 HUGE = st.sampled_from([1e20, 1e21, 2.0**63, 2.0**64, 1e308, 18446744073709551615])
 
 leaf = st.one_of(
@@ -66,9 +71,6 @@ leaf = st.one_of(
         "maxLength": SMALL, "pattern": PATTERNS, "minimum": SMALL, "format": FORMATS,
     }),
     st.fixed_dictionaries({"type": st.sampled_from(["foo", 5])}),
-    # Junk inside type lists: objects and lists are unhashable, so cannot be looked up as names.
-    st.fixed_dictionaries({"type": st.lists(st.one_of(TYPES, st.just({}), st.just(["string"]),
-                                                      st.none()), min_size=1, max_size=3)}),
     # Counts beyond 64 bits, as orjson parses them (floats).
     st.fixed_dictionaries({"type": st.sampled_from(["string", "array", "object"])}, optional={
         "maxLength": HUGE, "minLength": HUGE, "minItems": HUGE, "maxItems": SMALL,
@@ -281,11 +283,33 @@ def test_any_nesting_is_sent_encodable_or_refused_as_too_deep(
     except SchemaError as err:
         assert (err.status, err.param) == (400, "tools[0].function.parameters")
         assert "nested too deeply" in err.message
-        # Passthrough judges the schema as written; sanitising may nest deeper by inlining
-        # local pointers, so it can refuse a shallower one.
-        assert _depth(schema) > MAX_DEPTH or mode == "sanitise"
+        # Passthrough judges the schema as written; sanitising (in sanitise mode, and before
+        # relaxing in either mode) may nest deeper by inlining local pointers, so it can refuse
+        # a shallower one.
+        assert _depth(schema) > MAX_DEPTH or mode == "sanitise" or relaxed
         return
     orjson.dumps(result.body)  # every number and level can be encoded again
     # Every wrapper is a walked schema position, in either mode.
     assert len(wraps) <= MAX_DEPTH  # 32 wrappers around a non-schema leaf are 32 levels
     assert mode == "sanitise" or _depth(schema) <= MAX_DEPTH
+
+
+@SETTINGS
+@given(JUNK_TYPES, st.lists(st.sampled_from(["items", "properties", "anyOf"]), max_size=5),
+       st.booleans())
+def test_junk_in_a_type_list_is_refused_wherever_it_is(
+    junk: dict[str, Any], wraps: list[str], relaxed: bool
+) -> None:
+    schema: Any = junk
+    for how in wraps:
+        schema = _wrap(schema, how)
+    body = {"tools": [{"type": "function", "function": {"name": "t", "parameters": schema}}]}
+    try:
+        apply_to_request(orjson.loads(orjson.dumps(body)), mode="sanitise", relaxed=relaxed)
+    except SchemaError as err:
+        assert (err.status, err.param) == (400, "tools[0].function.parameters")
+        assert "'type' list" in err.message
+    else:
+        raise AssertionError("a type list of non-names was sent")
+    sent = apply_to_request(orjson.loads(orjson.dumps(body)), mode="passthrough", relaxed=False)
+    assert sent.body == body  # passthrough sends it as written
