@@ -34,8 +34,8 @@ import openai
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from proxy.config import Settings, parse_upstream  # noqa: E402
-from proxy.server import start  # noqa: E402
+from proxy.http.server import start  # noqa: E402
+from proxy.settings import Settings, parse_upstream  # noqa: E402
 from tests.e2e.conftest import LlamaServer, find_binary, model_path, running_llama  # noqa: E402
 from tests.e2e.test_llama import (  # noqa: E402
     MAX_TOKENS,

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from proxy.schemas import apply_to_request, clear_caches
+from proxy.agent.schemas import apply_to_request, clear_caches
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "schema_corpus"
 TOOLS = 40

@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from proxy.toolcalls import recover
-from proxy.toolstream import StreamToolProcessor
+from proxy.toolcalls.recovery import recover
+from proxy.toolcalls.stream import StreamToolProcessor
 from tests.toolcall_corpus import TOOLS, by_format
 
 CODE = "def f(x):\n    return {'a': x, \"b\": [x, x]}  # </tool_call> { ]\n"

@@ -12,9 +12,9 @@ import pytest
 from aiohttp import web
 from hypothesis import settings as hypothesis_settings
 
-from proxy.app import PROXY_KEY, Proxy
-from proxy.config import Settings, parse_upstream
-from proxy.server import start
+from proxy.http.app import PROXY_KEY, Proxy
+from proxy.http.server import start
+from proxy.settings import Settings, parse_upstream
 from tests.fakeupstream import FakeUpstream
 
 # CI runs the property tests on a fixed sequence of examples, so a run is reproducible and a

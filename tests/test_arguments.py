@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy import arguments
-from proxy.arguments import Repair, argument_event, repair_arguments
+from proxy.toolcalls import arguments
+from proxy.toolcalls.arguments import Repair, argument_event, repair_arguments
 
 TABLE = [
     ("{'city': 'Paris', 'days': 3}", None, '{"city":"Paris","days":3}', "repaired"),

@@ -9,8 +9,8 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.capabilities import EndpointLatches, ModelLatches
-from proxy.negotiate import DEFAULT_DROPPABLE, BuiltBody, build_body, client_wants_usage
+from proxy.agent.negotiate import DEFAULT_DROPPABLE, BuiltBody, build_body, client_wants_usage
+from proxy.state.latches import EndpointLatches, ModelLatches
 
 MSGS = [{"role": "user", "content": "hi"}]
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
@@ -261,7 +261,7 @@ def test_structured_output_schema_goes_through_the_sanitiser() -> None:
 
 
 def test_encode_reuses_the_client_s_bytes() -> None:
-    from proxy.layer import _encode
+    from proxy.path.layer import _encode
 
     raw = b'{"model": "m",\n "messages": [], "temperature": 0.50}  \n'
     client = orjson.loads(raw)
@@ -293,7 +293,7 @@ def test_encode_reuses_the_client_s_bytes() -> None:
 def test_property_the_shortcut_for_unlatched_models_matches_the_full_walk(
     client: dict[str, Any], usage: bool
 ) -> None:
-    from proxy.negotiate import _build_full
+    from proxy.agent.negotiate import _build_full
 
     model, endpoint = ModelLatches(), EndpointLatches(usage_in_stream=usage)
     assert model.permissive()

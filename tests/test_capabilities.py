@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
-from proxy.capabilities import EndpointLatches, LatchStore, ModelLatches, endpoint_id
-from proxy.negotiate import Refusal
+from proxy.agent.negotiate import Refusal
+from proxy.state.latches import EndpointLatches, LatchStore, ModelLatches, endpoint_id
 
 EID = "e" * 64
 

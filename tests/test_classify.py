@@ -5,8 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from proxy.capabilities import ModelLatches
-from proxy.negotiate import (
+from proxy.agent.negotiate import (
     DEFAULT_DROPPABLE,
     Refusal,
     classify,
@@ -15,6 +14,7 @@ from proxy.negotiate import (
     next_effort,
     refused_names,
 )
+from proxy.state.latches import ModelLatches
 from tests.refusal_cases import CASES, TOOLS, Case, openai, req
 from tests.refusal_cases import SCHEMA_FORMAT as SCHEMA
 

@@ -16,11 +16,11 @@ import openai
 import orjson
 import pytest
 
-from proxy.capabilities import LatchStore, endpoint_id
-from proxy.cli import main
-from proxy.config import ConfigError, Settings, load_toml
-from proxy.negotiate import Refusal
-from proxy.snapshots import save_file
+from proxy.agent.negotiate import Refusal
+from proxy.cli.main import main
+from proxy.settings import ConfigError, Settings, load_toml
+from proxy.state.latches import LatchStore, endpoint_id
+from proxy.state.snapshots import save_file
 from tests.fakeupstream import FakeUpstream
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -236,8 +236,8 @@ def test_latches_commands_round_trip(tmp_path: Path) -> None:
 def test_serving_sets_the_collector_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
 
-    from proxy import server
-    from proxy.config import Settings
+    from proxy.http import server
+    from proxy.settings import Settings
 
     ran: list[object] = []
 
@@ -278,7 +278,7 @@ def test_abbreviated_flags_are_refused(
     """`--state redis://...` once silently meant --state-file and wrote a file named `redis:`."""
     monkeypatch.chdir(tmp_path)
     served: list[object] = []
-    monkeypatch.setattr("proxy.cli.serve", served.append)
+    monkeypatch.setattr("proxy.cli.main.serve", served.append)
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
@@ -346,7 +346,7 @@ UP = "http://127.0.0.1:1/v1"
 def _served(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> Settings:
     """The settings `main(argv)` would serve with (serving itself replaced)."""
     served: list[Settings] = []
-    monkeypatch.setattr("proxy.cli.serve", served.append)
+    monkeypatch.setattr("proxy.cli.main.serve", served.append)
     assert main(argv) == 0
     [settings] = served
     return settings

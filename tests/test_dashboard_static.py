@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy import events as ev
-from proxy.events import RequestEvents
-from proxy.metrics import Metrics
+from proxy.observe import events as ev
+from proxy.observe.events import RequestEvents
+from proxy.observe.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAFANA = ROOT / "grafana"

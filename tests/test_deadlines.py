@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from proxy.deadlines import Deadlines
+from proxy.path.deadlines import Deadlines
 
 
 async def test_an_overdue_block_raises_timeout_within_a_tick() -> None:

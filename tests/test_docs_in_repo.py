@@ -19,10 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 CITED = [
     "docs/BEHAVIOUR.md",  # "BEHAVIOUR.md 4.1" and the like, all through proxy/ and tests/
-    "docs/OBSERVABILITY.md",  # proxy/metrics.py, tests/test_dashboard_static.py
-    "docs/research/refusal-wordings.md",  # proxy/overflow.py, proxy/retry.py, the test data
-    "docs/research/toolcall-formats.md",  # proxy/toolcalls.py, tests/toolcall_corpus.py
-    "docs/research/llama-server-observed.md",  # proxy/windows.py
+    "docs/OBSERVABILITY.md",  # proxy/observe/metrics.py, tests/test_dashboard_static.py
+    "docs/research/refusal-wordings.md",  # proxy/agent/overflow.py, proxy/agent/retry.py, the test data
+    "docs/research/toolcall-formats.md",  # proxy/toolcalls/recovery.py, tests/toolcall_corpus.py
+    "docs/research/llama-server-observed.md",  # proxy/agent/windows.py
 ]
 
 

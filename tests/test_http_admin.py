@@ -14,7 +14,7 @@ import httpx
 import orjson
 import pytest
 
-from proxy.capabilities import endpoint_id
+from proxy.state.latches import endpoint_id
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json
 from tests.refusal_cases import MESSAGES

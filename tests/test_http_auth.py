@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.auth import bearer, key_matches
+from proxy.http.auth import bearer, key_matches
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream
 from tests.rawhttp import raw_request

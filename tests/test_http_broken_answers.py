@@ -14,8 +14,8 @@ import openai
 import orjson
 import pytest
 
-from proxy.answers import BadAnswer, judge
-from proxy.sse import MAX_EVENT_BYTES, EventTooLarge, SSEParser
+from proxy.path.answers import BadAnswer, judge
+from proxy.path.sse import MAX_EVENT_BYTES, EventTooLarge, SSEParser
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, Stream, chunk
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 import structlog
 
-from proxy import logs
+from proxy.observe import logs
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream
 from tests.rawhttp import parse_answer, raw_request, send_raw

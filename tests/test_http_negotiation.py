@@ -18,7 +18,7 @@ import openai
 import orjson
 import pytest
 
-from proxy.capabilities import EndpointLatches, ModelLatches
+from proxy.state.latches import EndpointLatches, ModelLatches
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, Stream, chunk, completion, text_stream
 from tests.refusal_cases import CASES, MESSAGES, TOOLS, Case

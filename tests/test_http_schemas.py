@@ -19,7 +19,7 @@ import openai
 import orjson
 import pytest
 
-from proxy.schemas import clear_caches, find_contradictions, pattern_ok, sanitise
+from proxy.agent.schemas import clear_caches, find_contradictions, pattern_ok, sanitise
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, Recorded, completion, text_stream
 from tests.test_schema_corpus import CORPUS, keyword_values, property_paths

@@ -15,8 +15,8 @@ import openai
 import orjson
 import pytest
 
-from proxy.config import Settings, configured_secrets, parse_upstream
-from proxy.masking import Masker
+from proxy.observe.masking import Masker
+from proxy.settings import Settings, configured_secrets, parse_upstream
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, Stream, chunk, completion
 

@@ -14,7 +14,7 @@ import openai
 import orjson
 import pytest
 
-from proxy.overflow import parse_error
+from proxy.agent.overflow import parse_error
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, Stream, completion
 from tests.test_overflow import NOT_OVERFLOWS, OVERFLOWS

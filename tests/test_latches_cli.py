@@ -12,10 +12,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from proxy.capabilities import ENDPOINT_FLAGS, MODEL_FLAGS, LatchStore, endpoint_id
-from proxy.cli import main
-from proxy.negotiate import Refusal
-from proxy.snapshots import save_file
+from proxy.agent.negotiate import Refusal
+from proxy.cli.main import main
+from proxy.state.latches import ENDPOINT_FLAGS, MODEL_FLAGS, LatchStore, endpoint_id
+from proxy.state.snapshots import save_file
 
 URL = "http://127.0.0.1:8080/v1"
 EID = endpoint_id(URL, None)

@@ -12,10 +12,10 @@ import structlog
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from proxy import events as ev
-from proxy import logs
-from proxy.events import RequestEvents
-from proxy.logs import REDACTED, configure, get_logger, is_secret_name, redact, request_line
+from proxy.observe import events as ev
+from proxy.observe import logs
+from proxy.observe.events import RequestEvents
+from proxy.observe.logs import REDACTED, configure, get_logger, is_secret_name, redact, request_line
 
 KEY = "sk-proj-Abc123def456GHI789"
 

@@ -18,7 +18,7 @@ import orjson
 import pytest
 import structlog
 
-from proxy import logs
+from proxy.observe import logs
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, completion
 from tests.test_metrics_http import MAX_TOKENS_REFUSAL, MSG

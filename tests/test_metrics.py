@@ -5,9 +5,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy import events as ev
-from proxy.events import Event, RequestEvents
-from proxy.metrics import DROPPABLE_FIELDS, OTHER, Metrics, field_label
+from proxy.observe import events as ev
+from proxy.observe.events import Event, RequestEvents
+from proxy.observe.metrics import DROPPABLE_FIELDS, OTHER, Metrics, field_label
 
 # Kind -> (sample name, labels of the event, expected sample labels). The sample labels include
 # upstream "local" and model "qwen3" where the metric carries them.

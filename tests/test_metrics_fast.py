@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.metrics import (
+from proxy.observe.metrics import (
     DURATION_BUCKETS,
     OTHER,
     OVERHEAD_BUCKETS,

@@ -8,8 +8,8 @@ import openai
 import orjson
 import pytest
 
-from proxy.capabilities import endpoint_id
-from proxy.negotiate import classify
+from proxy.agent.negotiate import classify
+from proxy.state.latches import endpoint_id
 from tests.conftest import Running
 from tests.fakeupstream import FakeUpstream, Json, completion
 
@@ -160,7 +160,7 @@ def test_a_mistake_inside_response_format_is_the_client_s() -> None:
 def test_imported_latches_without_times_are_not_expired_at_once() -> None:
     import time
 
-    from proxy.capabilities import LatchStore
+    from proxy.state.latches import LatchStore
 
     store = LatchStore()
     store.merge_snapshot(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from proxy.overflow import (
+from proxy.agent.overflow import (
     UpstreamError,
     is_overflow,
     overflow_message,

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict
 
-from proxy.retry import (
+from proxy.agent.retry import (
     RetryPolicy,
     Transient,
     backoff,

@@ -9,8 +9,8 @@ import openai
 import orjson
 import pytest
 
-from proxy.capabilities import endpoint_id
-from proxy.negotiate import Refusal
+from proxy.agent.negotiate import Refusal
+from proxy.state.latches import endpoint_id
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Hang, Json, Stream, chunk, completion, text_stream
 

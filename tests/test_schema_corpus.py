@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from proxy.schemas import find_contradictions, pattern_ok, relax, sanitise
+from proxy.agent.schemas import find_contradictions, pattern_ok, relax, sanitise
 
 CORPUS = sorted((Path(__file__).parent / "schema_corpus").glob("*.json"))
 SKIPPED = {"$defs", "definitions"}

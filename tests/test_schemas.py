@@ -8,9 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy import schemas
-from proxy.errors import ProxyError
-from proxy.schemas import (
+from proxy.agent import schemas
+from proxy.agent.schemas import (
     MAX_DEPTH,
     MAX_NODES,
     SchemaContradiction,
@@ -22,6 +21,7 @@ from proxy.schemas import (
     relax,
     sanitise,
 )
+from proxy.errors import ProxyError
 
 EMPTY = {"type": "object", "properties": {}}
 

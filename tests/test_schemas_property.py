@@ -15,7 +15,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.schemas import (
+from proxy.agent.schemas import (
     MAX_DEPTH,
     SchemaContradiction,
     SchemaError,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.sizing import (
+from proxy.agent.sizing import (
     Calibration,
     estimate_chars,
     overflow_body,

@@ -12,9 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from proxy.capabilities import SNAPSHOT_VERSION, LatchStore, ModelLatches
-from proxy.negotiate import Refusal
-from proxy.snapshots import load_file, save_file
+from proxy.agent.negotiate import Refusal
+from proxy.state.latches import SNAPSHOT_VERSION, LatchStore, ModelLatches
+from proxy.state.snapshots import load_file, save_file
 
 EID = "a" * 64
 

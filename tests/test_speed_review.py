@@ -20,8 +20,8 @@ sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
 import openai
 from pathlib import Path
 from fakeupstream import FakeUpstream, Stream
-from proxy.config import Settings, parse_upstream
-from proxy.server import start
+from proxy.settings import Settings, parse_upstream
+from proxy.http.server import start
 
 async def main() -> None:
     fake = await FakeUpstream().start()

@@ -7,7 +7,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.sse import SSEEvent, SSEParser, comment, frame, parse_block, plain_run
+from proxy.path.sse import SSEEvent, SSEParser, comment, frame, parse_block, plain_run
 
 
 def split_all(raw: bytes, cuts: list[int]) -> list[SSEEvent]:
@@ -154,7 +154,7 @@ def test_plain_run_never_swallows_a_notable_or_odd_event(parts: list[bytes]) -> 
 
 
 def test_finishes_finds_a_finish_reason_in_any_event_of_a_run() -> None:
-    from proxy.pipeline import _finishes
+    from proxy.path.pipeline import _finishes
 
     spaced = b'data: {"choices":[{"delta":{},"finish_reason" : "length"}]}\n\n'
     for region, want in (
@@ -172,7 +172,7 @@ def test_finishes_finds_a_finish_reason_in_any_event_of_a_run() -> None:
 
 
 def test_next_block_skips_empty_events_and_stray_newlines() -> None:
-    from proxy.sse import next_block
+    from proxy.path.sse import next_block
 
     region = b"\n\ndata: a\n\n\n\ndata: b\n\n\n"
     assert next_block(region, 0) == (b"data: a", 11)

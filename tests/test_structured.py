@@ -9,7 +9,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.structured import ask_in_words, extract_json
+from proxy.agent.structured import ask_in_words, extract_json
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 RF = {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMA}}

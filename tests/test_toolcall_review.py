@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from proxy import toolcalls
-from proxy.toolcalls import find_calls, process_response, recover, tool_schemas, triggers
+from proxy.toolcalls import recovery as toolcalls
+from proxy.toolcalls.recovery import find_calls, process_response, recover, tool_schemas, triggers
 from tests.steps import Scanned, counting_patterns, growth
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from proxy.events import ARGUMENTS, TOOL_RECOVERED
-from proxy.toolcalls import process_response, recover
+from proxy.observe.events import ARGUMENTS, TOOL_RECOVERED
+from proxy.toolcalls.recovery import process_response, recover
 from tests.toolcall_corpus import CASES, TOOLS, TRUNCATED, TRUNCATED_RAW_ARGS, Case, by_format
 
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
-from proxy.events import ARGUMENTS, HOLDBACK_RELEASED, TOOL_RECOVERED
-from proxy.toolstream import StreamToolProcessor
+from proxy.observe.events import ARGUMENTS, HOLDBACK_RELEASED, TOOL_RECOVERED
+from proxy.toolcalls.stream import StreamToolProcessor
 from tests.steps import growth
 from tests.test_toolcalls import whole_result
 from tests.toolcall_corpus import CASES, END_OF_TURN, TOOLS, Case

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from proxy.windows import (
+from proxy.agent.windows import (
     WindowDiscovery,
     find_entry,
     trained_window_from_models_entry,

@@ -40,9 +40,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from proxy import events as ev
-from proxy.events import Event, RequestEvents
-from proxy.logs import write_failures
+from proxy.observe import events as ev
+from proxy.observe.events import Event, RequestEvents
+from proxy.observe.logs import write_failures
 
 OTHER = "other"
 

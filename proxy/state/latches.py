@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from proxy.negotiate import Refusal
+    from proxy.agent.negotiate import Refusal
 
 SNAPSHOT_VERSION = 1
 NO_KEY = "agent-core"
@@ -471,7 +471,7 @@ def _model_words(model: ModelLatches) -> list[str]:
 
 def _rung(value: str) -> int:
     """A value's place on the effort ladder (BEHAVIOUR 2.4); values off it come last."""
-    from proxy.negotiate import LADDER  # here, not at the top: negotiate imports this module
+    from proxy.agent.negotiate import LADDER  # here, not at the top: negotiate imports this module
 
     return LADDER.index(value) if value in LADDER else len(LADDER)
 

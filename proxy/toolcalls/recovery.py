@@ -22,7 +22,8 @@ from typing import Any
 
 import orjson
 
-from proxy.arguments import (
+from proxy.observe.events import TOOL_RECOVERED, Event
+from proxy.toolcalls.arguments import (
     OK,
     REPAIRED,
     argument_event,
@@ -30,7 +31,6 @@ from proxy.arguments import (
     loads_lenient,
     repair_arguments,
 )
-from proxy.events import TOOL_RECOVERED, Event
 
 # One call as found in text: name, arguments (a dict, or text still to be repaired), and whether
 # the call's own JSON needed repairing to be read.

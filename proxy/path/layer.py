@@ -15,9 +15,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import orjson
 
-from . import events as ev
-from .errors import ProxyError
-from .negotiate import (
+from proxy.agent.negotiate import (
     DEFAULT_DROPPABLE,
     build_body,
     classify,
@@ -25,19 +23,21 @@ from .negotiate import (
     error_text,
     field_topic,
 )
-from .overflow import is_overflow, overflow_message, reported_window
-from .pipeline import Decision, Job, StreamProcessor, upstream_error_body
-from .retry import RetryPolicy, Transient, classify_status, next_wait
-from .schemas import apply_to_request, find_contradictions, sanitise
-from .sizing import Calibration, estimate_chars, overflow_body, preflight, reply_ceiling
-from .structured import extract_json
-from .toolcalls import process_response
-from .toolstream import StreamToolProcessor
-from .windows import WindowDiscovery
+from proxy.agent.overflow import is_overflow, overflow_message, reported_window
+from proxy.agent.retry import RetryPolicy, Transient, classify_status, next_wait
+from proxy.agent.schemas import apply_to_request, find_contradictions, sanitise
+from proxy.agent.sizing import Calibration, estimate_chars, overflow_body, preflight, reply_ceiling
+from proxy.agent.structured import extract_json
+from proxy.agent.windows import WindowDiscovery
+from proxy.errors import ProxyError
+from proxy.observe import events as ev
+from proxy.path.pipeline import Decision, Job, StreamProcessor, upstream_error_body
+from proxy.toolcalls.recovery import process_response
+from proxy.toolcalls.stream import StreamToolProcessor
 
 if TYPE_CHECKING:
-    from .app import Proxy
-    from .upstream import Upstream
+    from proxy.http.app import Proxy
+    from proxy.upstreams.client import Upstream
 
 # Negotiation resends per client request, at most: each latches something new, so this is only a
 # guard against a server that keeps refusing in ever new words.

@@ -18,24 +18,24 @@ from typing import Any
 import orjson
 from aiohttp import HttpVersion11, web
 
-from . import logs
-from .auth import bearer, key_matches
-from .bodies import UNREADABLE, parse_object, unreadable
-from .capabilities import SNAPSHOT_VERSION, LatchStore, endpoint_id
-from .config import Settings, configured_secrets
-from .drain import InFlight
-from .errors import ProxyError, error_response
-from .events import RequestEvents
-from .headers import REQUEST_ID_HEADER, header_value
-from .layer import AgentLayer
-from .masking import Masker, short_secrets
-from .metrics import Metrics
-from .pipeline import Job, Pipeline, new_request_id
-from .protocol import ErrorAnswer
-from .routing import Router, merge_listings
-from .snapshots import load_file, save_file, set_aside
-from .upstream import Upstream
-from .validate import check_chat, check_completion, check_embeddings
+from proxy.errors import ProxyError, error_response
+from proxy.headers import REQUEST_ID_HEADER, header_value
+from proxy.http.auth import bearer, key_matches
+from proxy.http.bodies import UNREADABLE, parse_object, unreadable
+from proxy.http.drain import InFlight
+from proxy.http.protocol import ErrorAnswer
+from proxy.http.routing import Router, merge_listings
+from proxy.http.validate import check_chat, check_completion, check_embeddings
+from proxy.observe import logs
+from proxy.observe.events import RequestEvents
+from proxy.observe.masking import Masker, short_secrets
+from proxy.observe.metrics import Metrics
+from proxy.path.layer import AgentLayer
+from proxy.path.pipeline import Job, Pipeline, new_request_id
+from proxy.settings import Settings, configured_secrets
+from proxy.state.latches import SNAPSHOT_VERSION, LatchStore, endpoint_id
+from proxy.state.snapshots import load_file, save_file, set_aside
+from proxy.upstreams.client import Upstream
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -638,7 +638,7 @@ def _expect_handler(proxy: Proxy) -> Callable[[web.Request], Awaitable[web.Respo
 
 def create_app(settings: Settings) -> web.Application:
     """Build the aiohttp application for `settings` (not started)."""
-    from .admin import add_admin_routes
+    from proxy.http.admin import add_admin_routes
 
     app = web.Application(client_max_size=settings.max_body_bytes)
     proxy = Proxy(settings)

@@ -13,19 +13,19 @@ from typing import TYPE_CHECKING
 import orjson
 from aiohttp import web
 
-from .auth import bearer, key_matches
-from .bodies import read_object
-from .errors import ProxyError
-from .timespec import parse_duration
+from proxy.errors import ProxyError
+from proxy.http.auth import bearer, key_matches
+from proxy.http.bodies import read_object
+from proxy.timespec import parse_duration
 
 if TYPE_CHECKING:
-    from .app import Proxy
+    from proxy.http.app import Proxy
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _proxy(request: web.Request) -> Proxy:
-    from .app import PROXY_KEY
+    from proxy.http.app import PROXY_KEY
 
     return request.app[PROXY_KEY]
 

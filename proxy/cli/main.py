@@ -18,8 +18,9 @@ from pathlib import Path
 
 import orjson
 
-from . import __version__, logs
-from .config import (
+from proxy import __version__
+from proxy.observe import logs
+from proxy.settings import (
     DEFAULT_SHUTDOWN_GRACE,
     KINDS,
     LOG_LEVELS,
@@ -220,7 +221,7 @@ def _upstream_only_flags(args: argparse.Namespace) -> list[str]:
 
 
 def serve(settings: Settings) -> None:
-    from .server import run
+    from proxy.http.server import run
 
     run(settings)
 
@@ -228,7 +229,7 @@ def serve(settings: Settings) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "latches":
-        from .latches_cli import main as latches_main
+        from proxy.cli.latches import main as latches_main
 
         return latches_main(argv[1:])
     parser = serve_parser()

@@ -14,7 +14,7 @@ import aiohttp
 import orjson
 from aiohttp import web, web_protocol
 
-from .errors import ProxyError
+from proxy.errors import ProxyError
 
 # What reading a request body can raise besides "too large" (a broken gzip, a cut connection).
 UNREADABLE = (

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.arguments import argument_event, compact, repair_arguments
-from proxy.events import HOLDBACK_RELEASED, Event
-from proxy.toolcalls import (
+from proxy.observe.events import HOLDBACK_RELEASED, Event
+from proxy.toolcalls.arguments import argument_event, compact, repair_arguments
+from proxy.toolcalls.recovery import (
     END_TOKENS,
     FENCE,
     FENCE_INFO_MAX,

@@ -16,9 +16,9 @@ import aiohttp
 import orjson
 from aiohttp import ClientResponse, ClientSession, ClientTimeout, DummyCookieJar, TCPConnector
 
-from . import __version__
-from .config import LOCAL_KINDS, UpstreamConfig
-from .headers import header_value
+from proxy import __version__
+from proxy.headers import header_value
+from proxy.settings import LOCAL_KINDS, UpstreamConfig
 
 # Response headers worth passing to the client. Everything else (hop-by-hop headers, lengths and
 # encodings that no longer hold after relaying, the upstream's Server header) stays behind.

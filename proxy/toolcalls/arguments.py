@@ -19,7 +19,7 @@ from typing import Any
 import json_repair
 import orjson
 
-from proxy.events import ARGUMENTS, Event
+from proxy.observe.events import ARGUMENTS, Event
 
 OK = "ok"
 REPAIRED = "repaired"

@@ -30,7 +30,7 @@ from urllib.parse import unquote
 
 import orjson
 
-from .errors import ProxyError
+from proxy.errors import ProxyError
 
 KNOWN_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
 # How many schema objects may nest inside one another (the root counts; a `$ref` inlined counts

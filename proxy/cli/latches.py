@@ -17,10 +17,10 @@ from pathlib import Path
 
 import orjson
 
-from .capabilities import LatchStore, endpoint_id
-from .config import ConfigError, load_toml
-from .snapshots import load_file, save_file
-from .timespec import parse_duration
+from proxy.settings import ConfigError, load_toml
+from proxy.state.latches import LatchStore, endpoint_id
+from proxy.state.snapshots import load_file, save_file
+from proxy.timespec import parse_duration
 
 DEFAULT_STATE = "latchgate-state.json"
 

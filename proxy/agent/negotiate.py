@@ -24,8 +24,8 @@ from typing import Any
 
 import orjson
 
-from proxy.capabilities import EndpointLatches, ModelLatches
-from proxy.structured import ask_in_words
+from proxy.agent.structured import ask_in_words
+from proxy.state.latches import EndpointLatches, ModelLatches
 
 LADDER = ("none", "minimal", "low", "medium", "high")
 

@@ -10,7 +10,7 @@ import fnmatch
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from .windows import window_from_models_entry
+from proxy.agent.windows import window_from_models_entry
 
 
 class Routable(Protocol):

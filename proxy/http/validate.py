@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import ProxyError
+from proxy.errors import ProxyError
 
 MessagesT = list[dict[str, Any]]
 

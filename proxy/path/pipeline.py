@@ -22,12 +22,9 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from . import events as ev
-from .answers import judge
-from .answers import message as answer_message
-from .deadlines import Deadline, Deadlines
-from .errors import ProxyError, error_body, sse_error_event
-from .headers import (
+from proxy.agent.overflow import parse_error
+from proxy.errors import ProxyError, error_body, sse_error_event
+from proxy.headers import (
     DROPPED_HEADER,
     NOTICE_HEADER,
     NOTICES_HEADER,
@@ -35,13 +32,25 @@ from .headers import (
     header_value,
     notices_value,
 )
-from .masking import Masker
-from .overflow import parse_error
-from .sse import DONE, EventTooLarge, SSEParser, comment, frame, next_block, parse_block, plain_run
-from .upstream import Upstream, forwardable_headers
+from proxy.observe import events as ev
+from proxy.observe.masking import Masker
+from proxy.path.answers import judge
+from proxy.path.answers import message as answer_message
+from proxy.path.deadlines import Deadline, Deadlines
+from proxy.path.sse import (
+    DONE,
+    EventTooLarge,
+    SSEParser,
+    comment,
+    frame,
+    next_block,
+    parse_block,
+    plain_run,
+)
+from proxy.upstreams.client import Upstream, forwardable_headers
 
 if TYPE_CHECKING:
-    from .events import RequestEvents
+    from proxy.observe.events import RequestEvents
 
 MAX_ERROR_BODY = 1024 * 1024  # an upstream error body larger than this is cut (it is prose)
 
@@ -1141,7 +1150,7 @@ def completion_to_chunks(body: dict[str, Any], *, usage: bool) -> list[dict[str,
 
 def log_internal_error(job: Job, exc: BaseException) -> None:
     """Log a bug of ours met while relaying, with the request it happened on."""
-    from . import logs  # late: logs is configured by the command, after import
+    from proxy.observe import logs  # late: logs is configured by the command, after import
 
     logs.get_logger().error(
         "internal_error",

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
-from proxy.overflow import UpstreamError, is_overflow, parse_error
+from proxy.agent.overflow import UpstreamError, is_overflow, parse_error
 
 CONNECT = "connect"
 TIMEOUT = "timeout"

@@ -20,9 +20,9 @@ import orjson
 import structlog
 from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
 
-from proxy import events as ev
-from proxy.events import RequestEvents
-from proxy.masking import REDACTED, Masker
+from proxy.observe import events as ev
+from proxy.observe.events import RequestEvents
+from proxy.observe.masking import REDACTED, Masker
 
 _LEVELS = {
     "debug": logging.DEBUG,

@@ -14,9 +14,9 @@ import signal
 
 from aiohttp import web
 
-from .app import DIRECT_ROUTES, PROXY_KEY, create_app, direct_dispatch, protocol_answer
-from .config import Settings
-from .protocol import Runner
+from proxy.http.app import DIRECT_ROUTES, PROXY_KEY, create_app, direct_dispatch, protocol_answer
+from proxy.http.protocol import Runner
+from proxy.settings import Settings
 
 
 def _loop_factory() -> None:
@@ -51,7 +51,7 @@ async def start(settings: Settings) -> tuple[web.AppRunner, int]:
 
 
 async def _serve(settings: Settings) -> None:
-    from . import logs
+    from proxy.observe import logs
 
     runner, port = await start(settings)
     logs.get_logger().info(

@@ -1,0 +1,1 @@
+"""The `latchgate` command and its subcommands (the top floor: nothing imports it)."""

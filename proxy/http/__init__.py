@@ -1,0 +1,3 @@
+"""The aiohttp application: routes, auth, request bodies, OpenAI-shaped errors, admin routes,
+running and draining.
+"""

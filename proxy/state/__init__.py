@@ -1,0 +1,1 @@
+"""State that outlives a request: the latch store and its snapshot file."""

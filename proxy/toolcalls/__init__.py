@@ -1,0 +1,1 @@
+"""Tool calls: recovery of calls written as text, argument repair, and the stream processor."""

@@ -1,0 +1,1 @@
+"""Talking to model servers: the pooled client per upstream, its probes and kind detection."""
