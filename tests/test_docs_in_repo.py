@@ -20,7 +20,7 @@ LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 CITED = [
     "docs/BEHAVIOUR.md",  # "BEHAVIOUR.md 4.1" and the like, all through proxy/ and tests/
     "docs/OBSERVABILITY.md",  # proxy/observe/metrics.py, tests/test_dashboard_static.py
-    "docs/research/refusal-wordings.md",  # proxy/agent/overflow.py, proxy/agent/retry.py, the test data
+    "docs/research/refusal-wordings.md",  # agent/overflow.py, agent/retry.py, the test data
     "docs/research/toolcall-formats.md",  # proxy/toolcalls/recovery.py, tests/toolcall_corpus.py
     "docs/research/llama-server-observed.md",  # proxy/agent/windows.py
 ]

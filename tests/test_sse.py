@@ -154,7 +154,7 @@ def test_plain_run_never_swallows_a_notable_or_odd_event(parts: list[bytes]) -> 
 
 
 def test_finishes_finds_a_finish_reason_in_any_event_of_a_run() -> None:
-    from proxy.path.pipeline import _finishes
+    from proxy.path.chunks import finishes as _finishes
 
     spaced = b'data: {"choices":[{"delta":{},"finish_reason" : "length"}]}\n\n'
     for region, want in (

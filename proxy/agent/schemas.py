@@ -1083,3 +1083,51 @@ def _with_response_schema(body: dict[str, Any], schema: object) -> dict[str, Any
     rf = body["response_format"]
     body["response_format"] = {**rf, "json_schema": {**rf["json_schema"], "schema": schema}}
     return body
+
+
+def passthrough_problem(body: dict[str, Any]) -> ProxyError | None:
+    """In passthrough mode, min > max bounds are refused before sending, rather than sent to a
+    grammar (found by an uncached walk over the body's schemas, before the request is built)."""
+    tools = body.get("tools")
+    for tool in tools if isinstance(tools, list) else []:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict):
+            continue
+        found = find_contradictions(fn.get("parameters"))
+        if found:
+            path, keyword = found[0]
+            return ProxyError(
+                400,
+                f"Tool {fn.get('name')!r} has an impossible schema: '{keyword}' at {path or '/'} "
+                "contradicts its counterpart (the minimum is above the maximum). Fix the bound; "
+                "no value can satisfy it.",
+                param="tools",
+                code="invalid_tool_schema",
+            )
+    return _response_contradiction(body)
+
+
+def _response_contradiction(body: dict[str, Any]) -> ProxyError | None:
+    """The same check for `response_format.json_schema.schema`.
+
+    Without it, apply_to_request raised SchemaContradiction from `prepare` and the client got a
+    500 "internal error" instead of a 400 naming the bound.
+    """
+    rf = body.get("response_format")
+    if not isinstance(rf, dict) or rf.get("type") != "json_schema":
+        return None
+    js = rf.get("json_schema")
+    if not isinstance(js, dict):
+        return None
+    found = find_contradictions(js.get("schema"))
+    if not found:
+        return None
+    path, keyword = found[0]
+    return ProxyError(
+        400,
+        f"Response format {js.get('name')!r} has an impossible schema: '{keyword}' at {path} "
+        "contradicts its counterpart (the minimum is above the maximum). Fix the bound; "
+        "no value can satisfy it.",
+        param="response_format",
+        code="invalid_json_schema",
+    )

@@ -130,3 +130,99 @@ def _repaired(span: str) -> str | None:
     if not isinstance(value, dict | list):
         return None
     return orjson.dumps(value).decode()
+
+
+class JsonInWordsStream:
+    """Holds a streamed reply's content and sends it once, as the JSON extracted from it.
+
+    Used when `response_format` was asked for in words (section 9): the client asked for JSON
+    and must get a content string that parses, which cannot be judged before the reply is whole.
+    """
+
+    def __init__(self) -> None:
+        self._text: dict[int, list[str]] = {}  # per choice index
+        self._finish: dict[int, str] = {}
+        self._last: dict[str, Any] | None = None
+        self._usage: Any = None
+
+    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return [chunk]
+        self._last = chunk
+        if chunk.get("usage") is not None:
+            self._usage = chunk["usage"]  # rides on the last chunk: it goes out with the end
+        out: list[dict[str, Any]] = []
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            index = choice.get("index", 0) if isinstance(choice.get("index"), int) else 0
+            delta = choice.get("delta")
+            if not isinstance(delta, dict):
+                delta = {}
+            if isinstance(delta.get("content"), str):
+                self._text.setdefault(index, []).append(delta["content"])
+            if choice.get("finish_reason"):
+                self._finish[index] = choice["finish_reason"]
+            # Everything but the content (role, reasoning...) goes on as it comes.
+            rest = {k: v for k, v in delta.items() if k != "content"}
+            if rest:
+                base = {k: v for k, v in chunk.items() if k not in ("choices", "usage")}
+                out.append(
+                    {**base, "choices": [{"index": index, "delta": rest, "finish_reason": None}]}
+                )
+        return out
+
+    def finish(self) -> list[dict[str, Any]]:
+        if self._last is None:
+            return []
+        base = {k: v for k, v in self._last.items() if k not in ("choices", "usage")}
+        out: list[dict[str, Any]] = []
+        for index in sorted(set(self._text) | set(self._finish)):
+            text = "".join(self._text.get(index, []))
+            content = extract_json(text) or text
+            out.append(
+                {
+                    **base,
+                    "choices": [
+                        {"index": index, "delta": {"content": content}, "finish_reason": None}
+                    ],
+                }
+            )
+            out.append(
+                {
+                    **base,
+                    "choices": [
+                        {
+                            "index": index,
+                            "delta": {},
+                            "finish_reason": self._finish.get(index, "stop"),
+                        }
+                    ],
+                }
+            )
+        if out and self._usage is not None:
+            out[-1]["usage"] = self._usage
+        return out
+
+
+
+
+def json_from_words(body: dict[str, Any]) -> dict[str, Any] | None:
+    """A whole answer whose content strings hold the JSON extracted from them (None when
+    nothing changes)."""
+    choices = body.get("choices")
+    if not isinstance(choices, list):
+        return None
+    new_choices = []
+    changed = False
+    for choice in choices:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(message, dict) and isinstance(content, str):
+            extracted = extract_json(content)
+            if extracted is not None and extracted != content:
+                choice = {**choice, "message": {**message, "content": extracted}}
+                changed = True
+        new_choices.append(choice)
+    return {**body, "choices": new_choices} if changed else None

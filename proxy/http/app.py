@@ -24,14 +24,17 @@ from proxy.http.auth import bearer, key_matches
 from proxy.http.bodies import UNREADABLE, parse_object, unreadable
 from proxy.http.drain import InFlight
 from proxy.http.protocol import ErrorAnswer
+from proxy.http.request_ids import new_request_id
 from proxy.http.routing import Router, merge_listings
 from proxy.http.validate import check_chat, check_completion, check_embeddings
 from proxy.observe import logs
 from proxy.observe.events import RequestEvents
 from proxy.observe.masking import Masker, short_secrets
 from proxy.observe.metrics import Metrics
+from proxy.path.attempts import Pipeline
+from proxy.path.job import Job
 from proxy.path.layer import AgentLayer
-from proxy.path.pipeline import Job, Pipeline, new_request_id
+from proxy.path.usage import token_counts
 from proxy.settings import Settings, configured_secrets
 from proxy.state.latches import SNAPSHOT_VERSION, LatchStore, endpoint_id
 from proxy.state.snapshots import load_file, save_file, set_aside
@@ -54,7 +57,7 @@ class Proxy:
         self.log = logs.get_logger()
         self.masker = Masker(configured_secrets(settings))
         logs.mask_secrets(self.masker)
-        self.layer = AgentLayer(self)
+        self.layer = AgentLayer(self.store, self.upstreams, on_latch=self.refresh_latch_gauge)
         self.listeners = (self.metrics.on_event,)  # every request's event listeners
         self.pipeline = Pipeline(self.layer, on_attempt=self._count_attempt)
         self._probe_task: asyncio.Task[None] | None = None
@@ -413,7 +416,7 @@ def _finished(proxy: Proxy, job: Job) -> None:
         proxy.metrics.first_token(
             upstream=name, model=model, seconds=job.first_token_at - job.started
         )
-    tokens = _token_counts(job.usage, job.state.get("cache_n"))
+    tokens = token_counts(job)
     if tokens:
         proxy.metrics.tokens(upstream=name, model=model, **tokens)
     if logs.wanted(status, job.events):
@@ -430,32 +433,10 @@ def _finished(proxy: Proxy, job: Job) -> None:
 
 
 def _error_field(proxy: Proxy, job: Job, status: int) -> dict[str, str]:
-    error = job.state.get("upstream_error")
+    error = job.upstream_error
     if status < 400 or not error:
         return {}
     return {"upstream_error": proxy.mask(error)}
-
-
-def _count(value: Any) -> int:
-    return value if type(value) is int and value > 0 else 0
-
-
-def _token_counts(usage: dict[str, Any] | None, cache_n: Any = None) -> dict[str, int] | None:
-    """Prompt, completion and cached tokens from a usage report (cached: OpenAI's details,
-    DeepSeek's cache hits, else llama.cpp's `timings.cache_n`)."""
-    if type(usage) is not dict:
-        return None
-    cached = 0
-    details = usage.get("prompt_tokens_details")
-    if type(details) is dict:
-        cached = _count(details.get("cached_tokens"))
-    if not cached:
-        cached = _count(usage.get("prompt_cache_hit_tokens")) or _count(cache_n)
-    return {
-        "prompt": _count(usage.get("prompt_tokens")),
-        "completion": _count(usage.get("completion_tokens")),
-        "cached": cached,
-    }
 
 
 def _api_route(
@@ -471,7 +452,7 @@ def _api_route(
     Written as one function on purpose (see "guarding every route" above): the request's own
     coroutine is the only frame between aiohttp and the pipeline.
     """
-    run = proxy.pipeline.run if route == "chat" else proxy.pipeline.relay_raw
+    run = proxy.pipeline.run  # every route, one attempt loop
 
     async def handle(request: web.Request) -> web.StreamResponse:
         rid = new_request_id(request.headers.get("x-request-id"))
@@ -516,7 +497,7 @@ def _api_route(
         finally:
             proxy.in_flight.discard(task)
             _finished(proxy, job)
-            if job.state.get("latched"):
+            if job.negotiation.latched:
                 await proxy.save_state()
 
     return handle

@@ -27,11 +27,11 @@ class BadAnswer:
     status: int | None = None
 
 
-def error_status(error: Any, default: int) -> int:
+def error_status(error: Any, default: int, keys: tuple[str, ...] = ("code", "status")) -> int:
     """The HTTP status an error object stands for: its `code` (or `status`) when that is an HTTP
     error status, else `default`."""
     if isinstance(error, dict):
-        for key in ("code", "status"):
+        for key in keys:
             value = error.get(key)
             if isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599:
                 return value

@@ -1,22 +1,25 @@
-"""The agent layer: every decision the pipeline delegates, made from the feature modules.
+"""The agent layer: every decision the attempt loop delegates, made from the feature modules.
 
-The pipeline knows how to send, relay and time out; this module decides what to send
+The loop and the relays know how to send, relay and time out; this module decides what to send
 (negotiation and schemas), whether to send at all (sizing), what an error means (overflow,
 refusal, transient) and how to change what comes back (tool-call recovery, argument repair,
 JSON asked for in words). Each decision is recorded as an event on the request, so metrics, logs
 and notices are fed from one place. The feature modules themselves are pure; this is the glue
-that gives them the request's context (its upstream, latches and settings).
+that gives them the request's context (its upstream, latches and settings). It is handed the
+latch store, the upstreams and a callback for when a latch changes, not the running proxy.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import aiohttp
 import orjson
 
 from proxy.agent.negotiate import (
     DEFAULT_DROPPABLE,
+    Refusal,
     build_body,
     classify,
     client_wants_usage,
@@ -25,19 +28,18 @@ from proxy.agent.negotiate import (
 )
 from proxy.agent.overflow import is_overflow, overflow_message, reported_window
 from proxy.agent.retry import RetryPolicy, Transient, classify_status, next_wait
-from proxy.agent.schemas import apply_to_request, find_contradictions, sanitise
+from proxy.agent.schemas import apply_to_request, passthrough_problem, sanitise
 from proxy.agent.sizing import Calibration, estimate_chars, overflow_body, preflight, reply_ceiling
-from proxy.agent.structured import extract_json
+from proxy.agent.structured import JsonInWordsStream, json_from_words
 from proxy.agent.windows import WindowDiscovery
 from proxy.errors import ProxyError
 from proxy.observe import events as ev
-from proxy.path.pipeline import Decision, Job, StreamProcessor, upstream_error_body
+from proxy.path.chunks import upstream_error_body
+from proxy.path.job import Decision, Job, StreamProcessor
+from proxy.state.latches import LatchStore
 from proxy.toolcalls.recovery import process_response
 from proxy.toolcalls.stream import StreamToolProcessor
-
-if TYPE_CHECKING:
-    from proxy.http.app import Proxy
-    from proxy.upstreams.client import Upstream
+from proxy.upstreams.client import Upstream
 
 # Negotiation resends per client request, at most: each latches something new, so this is only a
 # guard against a server that keeps refusing in ever new words.
@@ -46,10 +48,17 @@ _FAILURE_STATUS = {"connect": 502, "timeout": 504, "silent": 504}
 
 
 class AgentLayer:
-    """Implements `pipeline.Layer` for a running proxy."""
+    """Implements `proxy.path.job.Layer` for a running proxy."""
 
-    def __init__(self, proxy: Proxy) -> None:
-        self.proxy = proxy
+    def __init__(
+        self,
+        store: LatchStore,
+        upstreams: Mapping[str, Upstream],
+        on_latch: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.store = store
+        self.upstreams = upstreams
+        self.on_latch = on_latch  # a latch was learned (the proxy refreshes its gauge)
         self.calibration = Calibration()
         self._windows: dict[str, WindowDiscovery] = {}
         self._droppable: dict[str, frozenset[str]] = {}
@@ -91,7 +100,7 @@ class AgentLayer:
         before any request and under the model's own name.
         """
         out: dict[tuple[str, str], int] = {}
-        for up in self.proxy.upstreams.values():
+        for up in self.upstreams.values():
             disc = self.windows(up)
             for entry in up.listing:
                 if (window := disc.configured(entry["id"])) is not None:
@@ -108,7 +117,7 @@ class AgentLayer:
             await up.detect_kind()
         body = job.body
         if _has_schema_fields(body) and self.schema_mode(up) == "passthrough":
-            problem = _contradiction(body)
+            problem = passthrough_problem(body)
             if problem is not None:
                 return problem
         windows = self.windows(up)
@@ -122,7 +131,7 @@ class AgentLayer:
             return None
         # Estimated (and later calibrated) only where a window makes it matter.
         chars = estimate_chars(job.body.get("messages"), job.body.get("tools"))
-        job.state["chars"] = chars
+        job.negotiation.chars = chars
         key = (up.endpoint_id, job.events.model)
         tokens = self.calibration.tokens(key, chars)
         ceiling = reply_ceiling(job.body)
@@ -151,16 +160,15 @@ class AgentLayer:
         if job.route != "chat":
             return job.body, job.raw
         up, model = job.upstream, job.events.model
-        store = self.proxy.store
-        job.state["generation"] = store.generation
+        store, state = self.store, job.negotiation
+        state.generation = store.generation
         endpoint, latches = store.view(up.endpoint_id, model)
         built = build_body(
             job.body, endpoint, latches, droppable=self.droppable(up), sanitise=sanitise
         )
-        counted: set[str] = job.state.setdefault("fields_counted", set())
         for name in built.dropped:
-            if name not in counted:  # once per request, not per attempt
-                counted.add(name)
+            if name not in state.counted:  # once per request, not per attempt
+                state.counted.add(name)
                 # build_body's own notice already says it; this event only counts it
                 job.events.emit(ev.FIELD_DROPPED, "", field=name)
         body = built.body
@@ -168,14 +176,14 @@ class AgentLayer:
             # Every field of the client's that is not sent (refused, latched off, renamed):
             # the header lists them all, whatever removed them. The last attempt's list wins.
             job.dropped = [name for name in job.body if name not in body]
-        learned: set[str] = job.state.get("learned", set())
+        learned = state.learned
         for notice in built.notices:
             # A latch this very request learned was announced by its refusal's notice: the
             # rebuild that follows does not say it a second time.
             if notice.topic not in learned:
                 job.events.emit(ev.INFO, notice)
-        if built.structured_in_words and not job.state.get("in_words"):
-            job.state["in_words"] = True
+        if built.structured_in_words and not state.in_words:
+            state.in_words = True
             job.events.emit(ev.STRUCTURED_IN_WORDS, "")  # build_body's notice says it
         if not _has_schema_fields(body):
             # No schema anywhere (most requests): nothing for the schema step to look at.
@@ -183,8 +191,8 @@ class AgentLayer:
         result = apply_to_request(
             body, mode=self.schema_mode(up), relaxed=not endpoint.strict_schemas
         )
-        if result.relaxed and not job.state.get("relaxed"):
-            job.state["relaxed"] = True
+        if result.relaxed and not state.relaxed:
+            state.relaxed = True
             said = "strict_schemas" in learned  # the refusal's notice says it already
             job.events.emit(
                 ev.SCHEMAS_RELAXED,
@@ -200,7 +208,7 @@ class AgentLayer:
     # -- after an error ---------------------------------------------------------------------
     def on_error(self, job: Job, status: int, headers: Any, raw: bytes) -> Decision:
         # The last upstream error, for the request's log line (which masks keys).
-        job.state["upstream_error"] = f"HTTP {status}: {error_text(raw)[:500]}"
+        job.upstream_error = f"HTTP {status}: {error_text(raw)[:500]}"
         if job.route == "chat":
             decision = self._chat_error(job, status, raw)
             if decision is not None:
@@ -213,6 +221,8 @@ class AgentLayer:
         return Decision.give(status, upstream_error_body(status, raw))
 
     def _chat_error(self, job: Job, status: int, raw: bytes) -> Decision | None:
+        """An error on the chat route: an overflow mapped, a refusal latched and resent, or
+        None when neither (then it may be transient)."""
         up, model = job.upstream, job.events.model
         if is_overflow(status, raw):
             job.events.emit(ev.OVERFLOW, "", where="upstream")
@@ -220,69 +230,66 @@ class AgentLayer:
             if reported:
                 self.windows(up).learn(model, reported)
             return Decision.give(400, overflow_body(overflow_message(raw)))
-        resends = job.state.get("resends", 0)
-        if resends >= MAX_RESENDS:
+        if job.negotiation.resends >= MAX_RESENDS:
             return None
-        known = self.proxy.store.view(up.endpoint_id, model)[1]
-        refusal = classify(
-            status, raw, job.sent or job.body, droppable=self.droppable(up), known=known
-        )
-        if (
-            refusal is not None
-            and refusal.capability == "strict_schemas"
-            and not apply_to_request(
-                job.sent or job.body, mode=self.schema_mode(up), relaxed=True
-            ).changed
-        ):
-            # Nothing to relax in what was sent: latching would resend the same body and
-            # leave the endpoint relaxed for nothing. The error is the client's to see.
-            return Decision.give(status, upstream_error_body(status, raw))
-        if refusal is not None and refusal.capability == "native_tools":
-            # Tool emulation (BEHAVIOUR 10) is a later issue: until build_body acts on this latch,
-            # latching it would resend the same body and claim tools went into the prompt.
-            return Decision.give(status, upstream_error_body(status, raw))
-        if refusal is not None and self.proxy.store.learn(
-            up.endpoint_id, model, refusal, upstream=up.name
-        ):
-            job.state["resends"] = resends + 1
-            job.state["latched"] = True
-            job.state.setdefault("learned", set()).add(
-                field_topic(refusal.fields)
-                if refusal.capability == "refused_field"
-                else refusal.capability
-            )
-            job.events.emit(
-                ev.REFUSAL, refusal.notice(model, up.name), capability=refusal.capability
-            )
-            self.proxy.refresh_latch_gauge()
-            return Decision("resend", reason="latched")
-        if (
-            refusal is not None
-            and not job.state.get("race_resent")
-            and self.proxy.store.generation != job.state.get("generation")
-        ):
-            # Another request learned this refusal while ours was in flight: send again, once.
-            job.state["race_resent"] = True
-            job.state["resends"] = resends + 1
-            return Decision("resend", reason="lost race")
-        if (
-            refusal is None
-            and not job.state.get("race_resent")
-            and self.proxy.store.generation != job.state.get("generation")
-            and classify(status, raw, job.sent or job.body, droppable=self.droppable(up))
-            is not None
-        ):
+        known = self.store.view(up.endpoint_id, model)[1]
+        sent = job.sent or job.body
+        refusal = classify(status, raw, sent, droppable=self.droppable(up), known=known)
+        if refusal is None:
             # A refusal of something latched since this request was built (classify, told
             # what is known, had nothing new to learn): the rebuilt body avoids it. Once.
-            job.state["race_resent"] = True
-            job.state["resends"] = resends + 1
-            return Decision("resend", reason="lost race")
-        if refusal is not None:
+            if self._raced(job) and classify(status, raw, sent, droppable=self.droppable(up)):
+                return self._resend_after_race(job)
+            return None
+        if not self._worth_latching(job, refusal):
             return Decision.give(status, upstream_error_body(status, raw))
-        return None
+        if self.store.learn(up.endpoint_id, model, refusal, upstream=up.name):
+            return self._latched(job, refusal)
+        if self._raced(job):
+            # Another request learned this refusal while ours was in flight: send again, once.
+            return self._resend_after_race(job)
+        return Decision.give(status, upstream_error_body(status, raw))
+
+    def _worth_latching(self, job: Job, refusal: Refusal) -> bool:
+        if refusal.capability == "strict_schemas":
+            # Nothing to relax in what was sent: latching would resend the same body and
+            # leave the endpoint relaxed for nothing. The error is the client's to see.
+            sent = job.sent or job.body
+            mode = self.schema_mode(job.upstream)
+            return apply_to_request(sent, mode=mode, relaxed=True).changed
+        # Tool emulation (BEHAVIOUR 10) is a later issue: until build_body acts on this latch,
+        # latching it would resend the same body and claim tools went into the prompt.
+        return refusal.capability != "native_tools"
+
+    def _latched(self, job: Job, refusal: Refusal) -> Decision:
+        state = job.negotiation
+        state.resends += 1
+        state.latched = True
+        state.learned.add(
+            field_topic(refusal.fields)
+            if refusal.capability == "refused_field"
+            else refusal.capability
+        )
+        notice = refusal.notice(job.events.model, job.upstream.name)
+        job.events.emit(ev.REFUSAL, notice, capability=refusal.capability)
+        self.on_latch()
+        return Decision("resend", reason="latched")
+
+    def _raced(self, job: Job) -> bool:
+        """Whether the latches changed while this request was in flight (and it has not been
+        resent for that yet)."""
+        state = job.negotiation
+        return not state.race_resent and self.store.generation != state.generation
+
+    @staticmethod
+    def _resend_after_race(job: Job) -> Decision:
+        state = job.negotiation
+        state.race_resent = True
+        state.resends += 1
+        return Decision("resend", reason="lost race")
 
     def on_failure(self, job: Job, reason: str, detail: str) -> Decision:
-        job.state["upstream_error"] = f"{reason}: {detail}"[:500]
+        job.upstream_error = f"{reason}: {detail}"[:500]
         decision = self._retry(job, Transient(reason))
         if decision is not None:
             return decision
@@ -311,12 +318,12 @@ class AgentLayer:
             return None  # never resend once anything reached the client
         cfg = job.upstream.config
         policy = RetryPolicy(budget=cfg.retries, loading_timeout=cfg.loading_timeout)
-        waited = job.state.get("loading_waited", 0.0)
+        waited = job.negotiation.loading_waited
         wait = next_wait(policy, job.retries, transient, loading_waited=waited)
         if wait is None:
             return None
         if transient.reason == "loading":
-            job.state["loading_waited"] = waited + wait
+            job.negotiation.loading_waited = waited + wait
             if not waited:
                 job.events.emit(
                     ev.RETRY,
@@ -338,11 +345,12 @@ class AgentLayer:
     # -- on the way back --------------------------------------------------------------------
     def on_usage(self, job: Job, usage: dict[str, Any]) -> None:
         prompt = usage.get("prompt_tokens")
-        chars = job.state.get("chars")
+        state = job.negotiation
         # Once per request: a server that reports usage on every chunk must not fill the whole
         # calibration window with one prompt.
-        if isinstance(prompt, int) and prompt > 0 and chars and not job.state.get("calibrated"):
-            job.state["calibrated"] = True
+        chars = state.chars
+        if isinstance(prompt, int) and prompt > 0 and chars and not state.calibrated:
+            state.calibrated = True
             self.calibration.observe((job.upstream.endpoint_id, job.events.model), chars, prompt)
 
     def forward_usage(self, job: Job) -> bool:
@@ -354,9 +362,8 @@ class AgentLayer:
 
     def whole(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | None:
         changed: dict[str, Any] | None = None
-        state = job.state
-        if state and state.get("in_words"):
-            changed = _json_from_words(body)
+        if job.negotiation.in_words:
+            changed = json_from_words(body)
         tools = self._tools(job)
         if tools is None and not _has_tool_calls(body):
             return changed  # nothing to recover, nothing to repair: skip the walk
@@ -377,7 +384,7 @@ class AgentLayer:
                 ),
                 job,
             )
-        if job.state.get("in_words"):
+        if job.negotiation.in_words:
             return JsonInWordsStream()
         return None
 
@@ -403,80 +410,6 @@ class _Events:
     def finish(self) -> list[dict[str, Any]]:
         out = self.inner.finish()
         self._drain()
-        return out
-
-
-class JsonInWordsStream:
-    """Holds a streamed reply's content and sends it once, as the JSON extracted from it.
-
-    Used when `response_format` was asked for in words (section 9): the client asked for JSON
-    and must get a content string that parses, which cannot be judged before the reply is whole.
-    """
-
-    def __init__(self) -> None:
-        self._text: dict[int, list[str]] = {}  # per choice index
-        self._finish: dict[int, str] = {}
-        self._last: dict[str, Any] | None = None
-        self._usage: Any = None
-
-    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
-        choices = chunk.get("choices")
-        if not isinstance(choices, list) or not choices:
-            return [chunk]
-        self._last = chunk
-        if chunk.get("usage") is not None:
-            self._usage = chunk["usage"]  # rides on the last chunk: it goes out with the end
-        out: list[dict[str, Any]] = []
-        for choice in choices:
-            if not isinstance(choice, dict):
-                continue
-            index = choice.get("index", 0) if isinstance(choice.get("index"), int) else 0
-            delta = choice.get("delta")
-            if not isinstance(delta, dict):
-                delta = {}
-            if isinstance(delta.get("content"), str):
-                self._text.setdefault(index, []).append(delta["content"])
-            if choice.get("finish_reason"):
-                self._finish[index] = choice["finish_reason"]
-            # Everything but the content (role, reasoning...) goes on as it comes.
-            rest = {k: v for k, v in delta.items() if k != "content"}
-            if rest:
-                base = {k: v for k, v in chunk.items() if k not in ("choices", "usage")}
-                out.append(
-                    {**base, "choices": [{"index": index, "delta": rest, "finish_reason": None}]}
-                )
-        return out
-
-    def finish(self) -> list[dict[str, Any]]:
-        if self._last is None:
-            return []
-        base = {k: v for k, v in self._last.items() if k not in ("choices", "usage")}
-        out: list[dict[str, Any]] = []
-        for index in sorted(set(self._text) | set(self._finish)):
-            text = "".join(self._text.get(index, []))
-            content = extract_json(text) or text
-            out.append(
-                {
-                    **base,
-                    "choices": [
-                        {"index": index, "delta": {"content": content}, "finish_reason": None}
-                    ],
-                }
-            )
-            out.append(
-                {
-                    **base,
-                    "choices": [
-                        {
-                            "index": index,
-                            "delta": {},
-                            "finish_reason": self._finish.get(index, "stop"),
-                        }
-                    ],
-                }
-            )
-        if out and self._usage is not None:
-            out[-1]["usage"] = self._usage
         return out
 
 
@@ -526,69 +459,4 @@ def _has_tool_calls(body: dict[str, Any]) -> bool:
     return False
 
 
-def _json_from_words(body: dict[str, Any]) -> dict[str, Any] | None:
-    choices = body.get("choices")
-    if not isinstance(choices, list):
-        return None
-    new_choices = []
-    changed = False
-    for choice in choices:
-        message = choice.get("message") if isinstance(choice, dict) else None
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(message, dict) and isinstance(content, str):
-            extracted = extract_json(content)
-            if extracted is not None and extracted != content:
-                choice = {**choice, "message": {**message, "content": extracted}}
-                changed = True
-        new_choices.append(choice)
-    return {**body, "choices": new_choices} if changed else None
-
-
-def _contradiction(body: dict[str, Any]) -> ProxyError | None:
-    """In passthrough mode, min > max bounds are refused here rather than sent to a grammar."""
-    tools = body.get("tools")
-    for tool in tools if isinstance(tools, list) else []:
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(fn, dict):
-            continue
-        found = find_contradictions(fn.get("parameters"))
-        if found:
-            path, keyword = found[0]
-            return ProxyError(
-                400,
-                f"Tool {fn.get('name')!r} has an impossible schema: '{keyword}' at {path or '/'} "
-                "contradicts its counterpart (the minimum is above the maximum). Fix the bound; "
-                "no value can satisfy it.",
-                param="tools",
-                code="invalid_tool_schema",
-            )
-    return _response_contradiction(body)
-
-
-def _response_contradiction(body: dict[str, Any]) -> ProxyError | None:
-    """The same check for `response_format.json_schema.schema`.
-
-    Without it, apply_to_request raised SchemaContradiction from `prepare` and the client got a
-    500 "internal error" instead of a 400 naming the bound.
-    """
-    rf = body.get("response_format")
-    if not isinstance(rf, dict) or rf.get("type") != "json_schema":
-        return None
-    js = rf.get("json_schema")
-    if not isinstance(js, dict):
-        return None
-    found = find_contradictions(js.get("schema"))
-    if not found:
-        return None
-    path, keyword = found[0]
-    return ProxyError(
-        400,
-        f"Response format {js.get('name')!r} has an impossible schema: '{keyword}' at {path} "
-        "contradicts its counterpart (the minimum is above the maximum). Fix the bound; "
-        "no value can satisfy it.",
-        param="response_format",
-        code="invalid_json_schema",
-    )
-
-
-__all__ = ["AgentLayer", "JsonInWordsStream"]
+__all__ = ["AgentLayer"]

@@ -1,0 +1,126 @@
+"""One client request on its way through the path: the job, its typed state, and the contracts.
+
+A `Job` is made by the HTTP layer once a request is parsed, validated and routed; the attempt
+loop (`proxy.path.attempts`) carries it through every attempt, and the agent layer reads and
+writes the part of its state that is about negotiation (`Negotiation`). Everything an attempt
+decides comes back as a `Decision` the loop reads, not as an exception.
+
+The two protocols here are what the loop asks of the agent layer (`Layer`) and of a stream
+processor (`StreamProcessor`); `proxy.path.layer` implements them for a running proxy, and the
+unit tests hand the loop a fake of their own.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import orjson
+from aiohttp import web
+
+from proxy.observe.masking import Masker
+
+if TYPE_CHECKING:
+    from proxy.errors import ProxyError
+    from proxy.observe.events import RequestEvents
+    from proxy.upstreams.client import Upstream
+
+Action = Literal["resend", "retry", "return"]
+
+
+@dataclass(slots=True)
+class Decision:
+    """What to do after an attempt that did not answer the client: resend at once (a latch was
+    learned: the body is rebuilt), retry after `wait` seconds, or return this error to the
+    client (`status`, `body`)."""
+
+    action: Action
+    wait: float = 0.0
+    status: int = 502
+    body: bytes = b""
+    reason: str = ""
+
+    @staticmethod
+    def give(status: int, body: bytes | dict[str, Any]) -> Decision:
+        raw = body if isinstance(body, bytes) else orjson.dumps(body)
+        return Decision("return", status=status, body=raw)
+
+
+@dataclass(slots=True)
+class Negotiation:
+    """What the agent layer remembers across the attempts of one request."""
+
+    generation: int = -1  # the latch store's generation when the last body was built
+    resends: int = 0  # downgrade resends so far (bounded: see proxy.path.layer.MAX_RESENDS)
+    race_resent: bool = False  # resent once because another request latched meanwhile
+    latched: bool = False  # this request taught the store something: save it afterwards
+    learned: set[str] = field(default_factory=set)  # topics its refusals' notices announced
+    counted: set[str] = field(default_factory=set)  # dropped fields counted (once a request)
+    in_words: bool = False  # response_format is asked for in the prompt
+    relaxed: bool = False  # schemas went out relaxed (announced once)
+    loading_waited: float = 0.0  # seconds spent polling a loading model
+    chars: int | None = None  # the prompt's size estimate, when a window made it matter
+    calibrated: bool = False  # the estimate was calibrated from this request's usage
+
+
+@dataclass(slots=True)
+class Job:
+    """One client request on its way through the path."""
+
+    upstream: Upstream
+    route: str  # "chat", "completions", "embeddings"
+    path: str  # upstream path relative to the base URL
+    raw: bytes  # the client's body as received
+    body: dict[str, Any]  # the client's body, parsed; never mutated
+    stream: bool
+    events: RequestEvents
+    client_auth: str | None = None
+    masker: Masker = field(default_factory=Masker)  # secrets its answer must not carry
+    started: float = field(default_factory=time.perf_counter)
+    upstream_wait: float = 0.0
+    attempts: int = 0
+    retries: int = 0
+    sent: dict[str, Any] | None = None  # the body of the last attempt
+    content_started: bool = False  # the upstream has begun answering (the watchdog's switch)
+    relayed: bool = False  # content reached the client: from here on, nothing is ever resent
+    interrupted: bool = False  # cancelled because latchgate is shutting down (proxy.http.drain)
+    left: bool = False  # the client went away
+    first_token_at: float | None = None
+    usage: dict[str, Any] | None = None  # the last usage report (llama.cpp's is cumulative)
+    cache_n: int | None = None  # llama.cpp's `timings.cache_n`: prompt tokens from its cache
+    dropped: list[str] = field(default_factory=list)
+    upstream_headers: dict[str, str] = field(default_factory=dict)
+    upstream_error: str | None = None  # the last upstream failure, for the log line
+    response: web.StreamResponse | None = None  # the client's stream, once opened
+    notices_sent: int = 0  # notices already in the response's headers or comments
+    negotiation: Negotiation = field(default_factory=Negotiation)
+    status: int = 0
+
+
+class StreamProcessor(Protocol):
+    """Turns each upstream chunk into the chunks the client should get (see toolcalls.stream)."""
+
+    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]: ...
+
+    def finish(self) -> list[dict[str, Any]]: ...
+
+
+class Layer(Protocol):
+    """The agent layer: every decision the attempt loop delegates."""
+
+    async def preflight(self, job: Job) -> ProxyError | None: ...
+
+    def prepare(self, job: Job) -> tuple[dict[str, Any], bytes]: ...
+
+    def on_error(self, job: Job, status: int, headers: Any, raw: bytes) -> Decision: ...
+
+    def on_failure(self, job: Job, reason: str, detail: str) -> Decision: ...
+
+    def whole(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | None: ...
+
+    def stream_processor(self, job: Job) -> StreamProcessor | None: ...
+
+    def on_usage(self, job: Job, usage: dict[str, Any]) -> None: ...
+
+    def forward_usage(self, job: Job) -> bool: ...

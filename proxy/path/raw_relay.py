@@ -1,0 +1,104 @@
+"""The raw stream relay: a plain stream (`/v1/completions`) forwarded event by event.
+
+Nothing in a completions stream is changed, so there is no per-event reading: each read's whole
+events are masked and written as they came. What it shares with the chat stream is the rule that
+matters: under the first-token and idle watchdog, a stream that ends without `[DONE]` or a
+finish reason, breaks or goes quiet is retried while nothing reached the client and ended with
+an error event once something did. A server that ignores `stream` is answered whole.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+from aiohttp import web
+
+from proxy.path import client as out
+from proxy.path.chunks import RAW_END
+from proxy.path.deadlines import Deadlines
+from proxy.path.job import Decision, Job, Layer
+from proxy.path.sending import Sender
+from proxy.path.sse import DONE, EventTooLarge, SSEParser
+from proxy.path.stream_relay import Outcome, too_large
+from proxy.path.whole import WholeRelay
+
+
+class RawStreamRelay:
+    """Runs plain stream attempts; one per pipeline."""
+
+    def __init__(
+        self, layer: Layer, sender: Sender, deadlines: Deadlines, whole: WholeRelay
+    ) -> None:
+        self.layer = layer
+        self.sender = sender
+        self.deadlines = deadlines
+        self.whole = whole
+
+    async def attempt(self, request: web.Request, job: Job) -> Outcome:
+        cfg = job.upstream.config
+        loop = self.deadlines.loop()
+        first, idle = cfg.effective_first_token_timeout, cfg.idle_timeout
+        timer = self.deadlines.at(loop.time() + first if first > 0 else None)
+        parser = SSEParser()
+        resp: aiohttp.ClientResponse | Decision | None = None
+        ended = False  # [DONE] or a finish reason came
+        try:
+            with timer:
+                resp = await self.sender.open(job)
+                if isinstance(resp, Decision):
+                    return resp
+                if resp.status >= 400:  # checked here: no coroutine for the usual answer
+                    return await self.sender.refusal(job, resp)
+                if "event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
+                    raw = job.masker.bytes(await resp.read())
+                    return self.whole.answer(job, resp, raw)  # the server ignored `stream`
+                async for chunk in resp.content.iter_any():
+                    region = job.masker.bytes(parser.feed(chunk))  # whole events: no key split
+                    if not region:
+                        continue
+                    ended = ended or RAW_END.search(region) is not None
+                    # Opened at the first event, so a silent try is retried.
+                    client = job.response or await out.open_stream(
+                        request,
+                        job,
+                        status=resp.status,
+                        content_type=resp.headers.get("Content-Type", "text/event-stream"),
+                        unbuffered=False,
+                    )
+                    timer.reschedule(None)  # the client's write time is not the upstream's
+                    await out.write(client, region)
+                    job.relayed = True
+                    timer.reschedule(loop.time() + idle if idle > 0 else None)
+                ended = ended or any(event.data == DONE for event in parser.close())
+            self.sender.release(resp)
+            resp = None
+        except TimeoutError:
+            limit = idle if job.relayed else first
+            return await self._failed(request, job, "timeout", 504, f"went silent for {limit:g} s")
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            detail = f"broke the connection ({type(exc).__name__}: {exc})"
+            return await self._failed(request, job, "connect", 502, detail)
+        except EventTooLarge as err:
+            return await too_large(request, job, err)
+        finally:
+            if isinstance(resp, aiohttp.ClientResponse):
+                resp.close()
+        if not ended:
+            detail = "ended the stream without finishing the answer (no finish reason, no [DONE])"
+            return await self._failed(request, job, "connect", 502, detail)
+        assert job.response is not None  # an ended stream had an event
+        job.status = 200
+        await out.end(job.response)
+        return job.response
+
+    async def _failed(
+        self, request: web.Request, job: Job, reason: str, status: int, detail: str
+    ) -> Outcome:
+        """Retried while nothing reached the client, else ended with an error event."""
+        if not job.relayed:
+            return self.layer.on_failure(job, reason, detail)
+        message = (
+            f"The upstream {job.upstream.name} {detail} mid-stream; the answer is incomplete. "
+            "Retry the request."
+        )
+        code = "upstream_timeout" if status == 504 else "upstream_incomplete"
+        return await out.end_with_error(request, job, status, message, code)

@@ -1,0 +1,481 @@
+"""The stream relay: one streamed chat attempt, from the upstream's reads to the client's writes.
+
+A `StreamRelay` lives for one attempt. Each upstream read is split into whole SSE events, which
+go out in one write per read (never one per event) by one of two strategies:
+
+- **skim** (`_skim`): a run of ordinary events, once the answer is flowing and nothing will
+  change it, goes out as it came, unread; a finish reason is all there is to look for.
+- **walk** (`_walk`): any other event is read, judged and translated on its own (usage reports,
+  error events, the tool-call stream processor, events that are not JSON).
+
+The watchdog (first-token, then idle timeout) is armed before the request is sent and paused
+while a slow client drains a write. Nothing the upstream does ends the client's stream silently:
+a stream that stops short, breaks or goes quiet is retried while nothing reached the client, and
+ended with an error event the SDK raises once something did. The per-read work is synchronous
+methods (no coroutine frames); only reading, writing and ending await.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from proxy.agent.overflow import parse_error
+from proxy.errors import error_body
+from proxy.observe import events as ev
+from proxy.observe import logs
+from proxy.path import client as out
+from proxy.path import usage
+from proxy.path.chunks import (
+    DONE_EVENT,
+    chunk_has_content,
+    compact_error,
+    completion_to_chunks,
+    event_status,
+    finishes,
+    has_content,
+    loads,
+)
+from proxy.path.deadlines import Deadline, Deadlines
+from proxy.path.job import Decision, Job, Layer, StreamProcessor
+from proxy.path.sending import Sender
+from proxy.path.sse import (
+    DONE,
+    EventTooLarge,
+    SSEParser,
+    frame,
+    next_block,
+    parse_block,
+    plain_run,
+)
+
+_WRITE_ROOM = 16 * 1024  # well under asyncio's 64 KiB default high-water mark
+
+Outcome = web.StreamResponse | Decision
+
+
+class ErrorEvent:
+    """An error event in the stream: judged like an HTTP error before any content, relayed and
+    ending the stream after."""
+
+    __slots__ = ("data", "status")
+
+    def __init__(self, data: bytes, status: int) -> None:
+        self.data = data
+        self.status = status
+
+
+class StreamRelay:
+    """One streamed attempt; `run` is the whole of it."""
+
+    __slots__ = (
+        "_carries",
+        "_complete",
+        "_skimmed",
+        "deadline",
+        "done",
+        "finished",
+        "first",
+        "forward_usage",
+        "idle",
+        "job",
+        "layer",
+        "loop",
+        "parser",
+        "pending",
+        "pending_carries",
+        "processor",
+        "request",
+        "sender",
+        "watchdog",
+    )
+
+    def __init__(
+        self, layer: Layer, sender: Sender, deadlines: Deadlines, request: web.Request, job: Job
+    ) -> None:
+        cfg = job.upstream.config
+        self.layer, self.sender, self.request, self.job = layer, sender, request, job
+        self.loop = deadlines.loop()
+        self.first, self.idle = cfg.effective_first_token_timeout, cfg.idle_timeout
+        self.processor: StreamProcessor | None = None
+        self.forward_usage = layer.forward_usage(job)
+        self.parser = SSEParser()
+        self.finished = False  # a choice finished (a finish reason went by)
+        self.done = False  # [DONE] came: nothing more to read
+        self.pending: list[bytes] = []  # the last events, held for the final write
+        self.pending_carries = False
+        self.deadline = self.loop.time() + self.first if self.first > 0 else None
+        self.watchdog: Deadline = deadlines.at(self.deadline)
+        # Per read: whether its events carry content, and the skim's state for that read.
+        self._carries = self._skimmed = False
+        self._complete: bool | None = None
+
+    async def run(self) -> Outcome:
+        """The attempt: the client's (finished) stream, or what the attempt loop does next."""
+        job = self.job
+        job.content_started = False  # per attempt: a retry gets its own first-token limit
+        resp: aiohttp.ClientResponse | Decision | None = None
+        try:
+            with self.watchdog:
+                resp = await self.sender.open(job)
+                if isinstance(resp, Decision):
+                    return resp
+                if resp.status >= 400:  # checked here: no coroutine for the usual answer
+                    return await self.sender.refusal(job, resp)
+                if "event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
+                    return await self._whole_as_stream(resp)
+                # Chosen after `prepare` ran for this attempt: what to do with the reply
+                # depends on what was sent (JSON asked for in words is only known then).
+                self.processor = self.layer.stream_processor(job)
+                content = resp.content
+                while not self.done:
+                    t0 = time.perf_counter()
+                    try:
+                        chunk = await content.readany()
+                    finally:
+                        # Also when the watchdog or a leaving client cancels the read: that
+                        # wait is the upstream's, not latchgate's overhead.
+                        job.upstream_wait += time.perf_counter() - t0
+                    if not chunk:
+                        break
+                    stopped = await self._relay_read(chunk, resp)
+                    if stopped is not None:
+                        return stopped
+                if not self.done:
+                    self.done = any(e.data == DONE for e in self.parser.close())
+            self.sender.release(resp)
+            resp = None
+        except TimeoutError:
+            return await self._timed_out()
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            return await self._failed(
+                ("connect", f"{type(exc).__name__}: {exc}"),
+                502,
+                f"broke mid-stream (the connection failed: {type(exc).__name__})",
+                "upstream_disconnected",
+            )
+        except EventTooLarge as err:
+            return await self._too_large(err)
+        except (asyncio.CancelledError, out.ClientGone):
+            raise
+        except Exception as exc:  # a bug of ours on an odd chunk: end the stream, never garble it
+            if job.response is None or not job.response.prepared:
+                raise
+            _log_internal_error(job, exc)
+            return await out.end_with_error(
+                self.request,
+                job,
+                500,
+                "latchgate hit an internal error relaying this stream; it was logged. Retry, "
+                "and report it if it repeats.",
+                "internal_error",
+            )
+        finally:
+            if isinstance(resp, aiohttp.ClientResponse):
+                resp.close()
+        return await self._end()
+
+    # -- one read --------------------------------------------------------------------------
+
+    async def _relay_read(self, chunk: bytes, resp: aiohttp.ClientResponse) -> Outcome | None:
+        """Relay what one read completed; an outcome when an error event ends the attempt."""
+        job = self.job
+        # Whole events only: a key the masker looks for is never split across two regions.
+        region = job.masker.bytes(self.parser.feed(chunk))
+        batch, error = self._events(region)
+        if error is not None:
+            # What came before the error goes out first. If that was content, the stream ends
+            # with the upstream's error: nothing may be resent.
+            await self._flush(batch, self._carries)
+            if not job.relayed:
+                return self.layer.on_error(job, error.status, resp.headers, error.data)
+            return await self._end_with_upstream_error(error)
+        if self.done:
+            # The end came with these events: they, `[DONE]` and the end of the body go out in
+            # one write (`_end`), after the watchdog is off.
+            self.pending, self.pending_carries = batch, self._carries
+            return None
+        if job.content_started:
+            self.deadline = self.loop.time() + self.idle if self.idle > 0 else None
+        # Time spent writing to the client is the client's, not the upstream's: the watchdog
+        # is paused when this write can wait on a slow reader, which is only when it takes the
+        # socket's buffer near its high-water mark (checking first saves two timer resets per
+        # read on the common path).
+        transport = self.request.transport
+        backed_up = transport is None or (
+            transport.get_write_buffer_size() + sum(map(len, batch)) > _WRITE_ROOM
+        )
+        if backed_up:
+            self.watchdog.reschedule(None)
+        await self._flush(batch, self._carries)
+        if backed_up or job.content_started:
+            self.watchdog.reschedule(self.deadline)
+        return None
+
+    def _events(self, region: bytes) -> tuple[list[bytes], ErrorEvent | None]:
+        """The bytes for the client of one read's whole events (and an error event, if one
+        stopped the walk); `_carries` says whether they hold content."""
+        batch: list[bytes] = []
+        self._carries = self._skimmed = False
+        self._complete = None
+        pos, size = 0, len(region)
+        while pos < size and not self.done:
+            if (
+                not self._skimmed
+                and self.processor is None
+                and (self.job.content_started or self._complete is None)
+            ):
+                end = self._skim(region, pos, batch)
+                if end > pos:
+                    pos = end
+                    continue
+            found = next_block(region, pos)
+            if found is None:
+                break
+            block, pos = found
+            error = self._walk(block, batch)
+            if error is not None:
+                return batch, error
+        return batch, None
+
+    def _skim(self, region: bytes, pos: int, batch: list[bytes]) -> int:
+        """Relay the run of ordinary events at `pos` unread; where the walk goes on.
+
+        Only when the answer is flowing and nothing will change it (no stream processor):
+        checked as soon as content starts, not per read, since an instant server's whole answer
+        is one read; tried once per read, so a read that cannot be skimmed costs no rescans.
+        Before content starts, only when this read holds the rest of the answer up to [DONE]
+        with no error event in it: then nothing can fail after these events, and none needs
+        judging on its own.
+        """
+        end = plain_run(region, pos)
+        if not self.job.content_started:
+            self._complete = region.endswith(DONE_EVENT) and region.find(b'"error"', end) < 0
+            if not self._complete:
+                end = pos
+        self._skimmed = end > pos or self.job.content_started
+        if end > pos:
+            size = len(region)
+            batch.append(region[pos:end] if pos or end < size else region)
+            self.finished = self.finished or finishes(region, pos, end)
+            self._carries = True
+            if size - end == len(DONE_EVENT) and region.endswith(DONE_EVENT):
+                self.done = True  # all that is left is [DONE]: nothing to read
+        return end
+
+    def _walk(self, block: bytes, batch: list[bytes]) -> ErrorEvent | None:
+        """Read one event and add what it becomes to `batch`."""
+        event = parse_block(block)
+        if event is None or event.data is None:
+            return None  # comments and bare event names carry nothing to relay
+        if event.data == DONE:
+            self.done = True
+            return None
+        translated = self._translate(event.data)
+        if isinstance(translated, ErrorEvent):
+            return translated
+        if translated:
+            batch.append(translated)
+        return None
+
+    def _translate(self, data: bytes) -> bytes | ErrorEvent:
+        """One upstream data event as the bytes for the client (noting finish and content)."""
+        job = self.job
+        chunk = loads(data)
+        if not isinstance(chunk, dict):
+            return frame(data)  # not a JSON object: relayed as it came
+        if "error" in chunk and "choices" not in chunk:
+            # Before any answer (older llama.cpp reports overflows this way) it is judged like
+            # an HTTP error: mapped, latched or retried. After, it ends the stream.
+            return ErrorEvent(data, event_status(chunk))
+        has = self._note_choices(chunk)
+        reported = chunk.get("usage")
+        if isinstance(reported, dict):
+            usage.record(job, chunk, self.layer.on_usage)
+        elif self.processor is None and reported is None:
+            self._carries = self._carries or has
+            return frame(data)  # the common case: relayed as it came
+        outs = [chunk] if self.processor is None else self.processor.feed(chunk)
+        parts: list[bytes] = []
+        for item in outs:
+            if item.get("usage") is not None and not self.forward_usage:
+                if not item.get("choices"):
+                    continue  # a usage-only chunk the client did not ask for
+                item = {k: v for k, v in item.items() if k != "usage"}
+            self._carries = self._carries or chunk_has_content(item)
+            parts.append(frame(data) if item is chunk else frame(orjson.dumps(item)))
+        return b"".join(parts)
+
+    def _note_choices(self, chunk: dict[str, Any]) -> bool:
+        """Note a finish reason; whether the chunk carries content (starting the idle timer)."""
+        has = False
+        choices = chunk.get("choices")
+        if isinstance(choices, list):
+            for choice in choices:
+                if isinstance(choice, dict):
+                    if choice.get("finish_reason"):
+                        self.finished = True
+                    has = has or has_content(choice.get("delta"))
+        if has:
+            self.job.content_started = True  # the upstream is answering: the idle timer now
+        return has
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def _flush(self, batch: list[bytes], carries: bool) -> None:
+        """Write the events of one read in one go (opening the client's stream); `carries`
+        says whether they hold content, after which nothing is ever resent."""
+        if not batch:
+            return
+        job = self.job
+        client = job.response or await out.open_stream(self.request, job)
+        if carries and not job.relayed:
+            # Set before the write: bytes handed to the socket may reach the client even when
+            # waiting for the write to drain is then cut short.
+            job.relayed = True
+            job.first_token_at = time.perf_counter()
+        await out.write(client, out.with_notices(job, b"".join(batch)))
+        batch.clear()
+
+    async def _end(self) -> Outcome:
+        """The body ended: finish the client's stream, or say it came up short."""
+        job = self.job
+        incomplete = not self.done and not self.finished
+        if incomplete and not job.relayed:
+            # Nothing reached the client: retry, and drop whatever the processor still holds.
+            return self.layer.on_failure(job, "connect", "the stream ended before any answer")
+        if self.processor is not None:
+            tail = self.processor.finish()
+            self.pending += [frame(orjson.dumps(c)) for c in tail]
+            self.pending_carries = self.pending_carries or any(chunk_has_content(c) for c in tail)
+        if incomplete:
+            await self._flush(self.pending, self.pending_carries)
+            return await self._failed(
+                ("connect", "the stream ended before any answer"),
+                502,
+                "ended the stream without finishing the answer (no finish reason, no [DONE])",
+                "upstream_incomplete",
+            )
+        return await self._done(self.pending, self.pending_carries)
+
+    async def _done(self, batch: list[bytes], carries: bool) -> web.StreamResponse:
+        """End a complete stream: the last events, `[DONE]` (after any pending notices) and the
+        end of the body, in one write (a short answer is then one send in all)."""
+        job = self.job
+        client = job.response or await out.open_stream(self.request, job)
+        if carries and not job.relayed:
+            job.relayed = True
+            job.first_token_at = time.perf_counter()
+        batch.append(DONE_EVENT)
+        await out.end(client, out.with_notices(job, b"".join(batch)))
+        job.status = 200
+        return client
+
+    # -- what the upstream did instead ---------------------------------------------------------
+
+    async def _whole_as_stream(self, resp: aiohttp.ClientResponse) -> Outcome:
+        """The server ignored `stream: true` and answered whole: stream that answer ourselves."""
+        job = self.job
+        raw = job.masker.bytes(await resp.read())
+        self.watchdog.reschedule(None)  # the answer is in hand: writing it is the client's time
+        parsed = loads(raw)
+        if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
+            ctype = resp.headers.get("Content-Type", "no content type")
+            message = (
+                f"The upstream {job.upstream.name} answered a streamed request with {ctype} "
+                "that is neither an event stream nor a chat completion. Check the server."
+            )
+            return Decision.give(502, error_body(502, message, code="upstream_bad_stream"))
+        usage.record(job, parsed, self.layer.on_usage)
+        body = self.layer.whole(job, parsed) or parsed
+        job.events.emit(
+            ev.INFO,
+            f"{job.upstream.name} answered a streamed request whole; "
+            "latchgate sent it to the client as a stream.",
+        )
+        chunks = completion_to_chunks(body, usage=self.forward_usage)
+        return await self._done([frame(orjson.dumps(c)) for c in chunks], True)
+
+    async def _timed_out(self) -> Outcome:
+        job = self.job
+        if not self.watchdog.expired():  # aiohttp's own socket timeout, not our watchdog
+            return await self._failed(
+                ("timeout", "the connection timed out"),
+                504,
+                "timed out mid-stream",
+                "upstream_timeout",
+            )
+        started = job.content_started
+        limit = self.idle if started else self.first
+        job.events.emit(
+            ev.SILENT,
+            f"{job.upstream.name} sent nothing for {limit:g} s "
+            f"({'mid-stream' if started else 'before the first token'}).",
+            phase="idle" if started else "first_token",
+        )
+        return await self._failed(
+            ("silent", f"silent for {limit:g} s"),
+            504,
+            f"went silent for {limit:g} s mid-stream",
+            "upstream_timeout",
+            ", or raise idle_timeout for this upstream",
+        )
+
+    async def _failed(
+        self, failure: tuple[str, str], status: int, what: str, code: str, advice: str = ""
+    ) -> Outcome:
+        """The attempt failed: retried while nothing reached the client, else ended with an
+        error event saying what the upstream did (`what`)."""
+        job = self.job
+        if not job.relayed:
+            return self.layer.on_failure(job, *failure)
+        message = (
+            f"The upstream {job.upstream.name} {what}; the answer is incomplete. "
+            f"Retry the request{advice}."
+        )
+        return await out.end_with_error(self.request, job, status, message, code)
+
+    async def _too_large(self, err: EventTooLarge) -> Outcome:
+        """The upstream's stream has no event ends in sight: a broken server, not a transient
+        failure (a retry would read the same megabytes again), so it is never retried."""
+        return await too_large(self.request, self.job, err)
+
+    async def _end_with_upstream_error(self, err: ErrorEvent) -> web.StreamResponse:
+        """The upstream reported an error after content reached the client: relay it, end."""
+        job = self.job
+        job.status = err.status
+        job.upstream_error = f"HTTP {err.status} mid-stream: {parse_error(err.data).message}"
+        client = job.response or await out.open_stream(self.request, job)
+        await out.write(client, out.with_notices(job, frame(compact_error(err.status, err.data))))
+        await out.end(client)
+        return client
+
+
+async def too_large(request: web.Request, job: Job, err: EventTooLarge) -> web.StreamResponse:
+    """An event that never ends, on any stream: a 502 before content, an error event after."""
+    message = (
+        f"The upstream {job.upstream.name} sent more than {err.limit} bytes without ending "
+        "an SSE event, so latchgate stopped reading it. Check that the server sends an event "
+        "stream (events end with a blank line)."
+    )
+    job.upstream_error = f"stream: {err}"
+    if job.relayed:
+        return await out.end_with_error(request, job, 502, message, "upstream_bad_stream")
+    body = error_body(502, message, code="upstream_bad_stream")
+    return await out.give(request, job, Decision.give(502, body))
+
+
+def _log_internal_error(job: Job, exc: BaseException) -> None:
+    """Log a bug of ours met while relaying, with the request it happened on."""
+    logs.get_logger().error(
+        "internal_error",
+        request_id=job.events.request_id,
+        upstream=job.upstream.name,
+        error=type(exc).__name__,
+        exc_info=exc,
+    )
