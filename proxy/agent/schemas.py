@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -509,38 +510,66 @@ def _dependency(s: _Sanitiser, value: object, path: str) -> Any:
 
 def _keep_valid(out: dict[str, Any], x: dict[str, Any], key: str, value: Any) -> None:
     """Copy a non-schema keyword, dropping the values a converter or validator would reject."""
-    if key == "pattern":
-        if pattern_ok(value):
-            out[key] = value
-    elif key == "enum":
-        if isinstance(value, list) and value:
-            out[key] = value
-    elif key == "required":
-        if isinstance(value, list):
-            out[key] = list(dict.fromkeys(v for v in value if isinstance(v, str)))
-    elif key in _COUNTS:
-        count = _count(value)
-        if count is not None:
-            out[key] = count
-    elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
+    keeper = _KEEPERS.get(key)
+    kept = value if keeper is None else keeper(x, key, value)
+    if kept is not _DROP:
+        out[key] = kept
+
+
+_DROP = object()  # what a keeper returns for a value not to send
+
+
+def _keep_pattern(x: dict[str, Any], key: str, value: Any) -> Any:
+    return value if pattern_ok(value) else _DROP
+
+
+def _keep_enum(x: dict[str, Any], key: str, value: Any) -> Any:
+    return value if isinstance(value, list) and value else _DROP
+
+
+def _keep_required(x: dict[str, Any], key: str, value: Any) -> Any:
+    if not isinstance(value, list):
+        return _DROP
+    return list(dict.fromkeys(v for v in value if isinstance(v, str)))
+
+
+def _keep_count(x: dict[str, Any], key: str, value: Any) -> Any:
+    count = _count(value)
+    return _DROP if count is None else count
+
+
+def _keep_bound(x: dict[str, Any], key: str, value: Any) -> Any:
+    if key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
         # draft-04 boolean form: `minimum: 5, exclusiveMinimum: true` means `> 5`.
         bound = x.get("minimum" if key == "exclusiveMinimum" else "maximum")
-        if value and _is_number(bound):
-            out[key] = bound
-    elif key in _NUMBERS:
-        if _is_number(value) and not _made_exclusive(x, key):
-            out[key] = value
-    elif key == "multipleOf":
-        if _is_number(value) and value > 0:
-            out[key] = value
-    elif key in ("format", "$comment"):
-        if isinstance(value, str):
-            out[key] = value
-    elif key == "uniqueItems":
-        if isinstance(value, bool):
-            out[key] = value
-    else:
-        out[key] = value
+        return bound if value and _is_number(bound) else _DROP
+    return value if _is_number(value) and not _made_exclusive(x, key) else _DROP
+
+
+def _keep_multiple(x: dict[str, Any], key: str, value: Any) -> Any:
+    return value if _is_number(value) and value > 0 else _DROP
+
+
+def _keep_string(x: dict[str, Any], key: str, value: Any) -> Any:
+    return value if isinstance(value, str) else _DROP
+
+
+def _keep_bool(x: dict[str, Any], key: str, value: Any) -> Any:
+    return value if isinstance(value, bool) else _DROP
+
+
+# Keyword -> the check of its value; keywords not listed are copied as they are.
+_KEEPERS: dict[str, Callable[[dict[str, Any], str, Any], Any]] = {
+    "pattern": _keep_pattern,
+    "enum": _keep_enum,
+    "required": _keep_required,
+    **dict.fromkeys(_COUNTS, _keep_count),
+    **dict.fromkeys(_NUMBERS, _keep_bound),
+    "multipleOf": _keep_multiple,
+    "format": _keep_string,
+    "$comment": _keep_string,
+    "uniqueItems": _keep_bool,
+}
 
 
 def _count(value: object) -> int | float | None:

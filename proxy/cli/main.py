@@ -160,47 +160,54 @@ def serve_parser() -> argparse.ArgumentParser:
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Build validated settings from parsed flags (and the config file they name)."""
     if args.config is not None:
-        settings = load_toml(args.config)
-        given = _upstream_only_flags(args)
-        if given:
-            one = len(given) == 1
-            raise ConfigError(
-                f"{', '.join(given)} {'goes' if one else 'go'} with --upstream; with --config "
-                f"set {'it' if one else 'them'} in the file's [[upstreams]] tables"
-            )
+        settings = _from_config(args)
     elif args.upstream is not None:
-        raw: dict[str, object] = {"name": args.name, "base_url": args.upstream, "kind": args.kind}
-        if args.api_key_env:
-            raw["api_key_env"] = args.api_key_env
-        if args.retries is not None:
-            raw["retries"] = args.retries
-        if args.idle_timeout is not None:
-            raw["idle_timeout"] = args.idle_timeout
-        if args.first_token_timeout is not None:
-            raw["first_token_timeout"] = args.first_token_timeout
-        if args.request_timeout is not None:
-            raw["request_timeout"] = args.request_timeout
-        settings = Settings(upstreams=[parse_upstream(raw, "--upstream")])
-        settings.state_file = Path(DEFAULT_STATE)
+        settings = _from_upstream_flag(args)
     else:
         raise ConfigError("say what to serve: --upstream URL or --config FILE (see --help)")
+    _apply_server_flags(settings, args)
+    env_keys = os.environ.get(CLIENT_KEYS_ENV, "")
+    settings.client_keys += [k.strip() for k in env_keys.split(",") if k.strip()]
+    settings.admin_key = settings.admin_key or os.environ.get(ADMIN_KEY_ENV) or None
+    check_security(settings)
+    return settings
+
+
+def _from_config(args: argparse.Namespace) -> Settings:
+    settings = load_toml(args.config)
+    given = _upstream_only_flags(args)
+    if given:
+        one = len(given) == 1
+        raise ConfigError(
+            f"{', '.join(given)} {'goes' if one else 'go'} with --upstream; with --config "
+            f"set {'it' if one else 'them'} in the file's [[upstreams]] tables"
+        )
+    return settings
+
+
+def _from_upstream_flag(args: argparse.Namespace) -> Settings:
+    raw: dict[str, object] = {"name": args.name, "base_url": args.upstream, "kind": args.kind}
+    if args.api_key_env:
+        raw["api_key_env"] = args.api_key_env
+    for key in ("retries", "idle_timeout", "first_token_timeout", "request_timeout"):
+        if getattr(args, key) is not None:
+            raw[key] = getattr(args, key)
+    settings = Settings(upstreams=[parse_upstream(raw, "--upstream")])
+    settings.state_file = Path(DEFAULT_STATE)
+    return settings
+
+
+def _apply_server_flags(settings: Settings, args: argparse.Namespace) -> None:
+    """The flags that override the server's settings in either mode."""
     if args.host is not None:
         settings.host = args.host
     if args.port is not None:
         if not 0 <= args.port <= 65535:
             raise ConfigError("--port: must be between 0 and 65535")
         settings.port = args.port
-    if args.state_file is not None:
-        settings.state_file = args.state_file
-    if args.log_level is not None:
-        settings.log_level = args.log_level
-    if args.shutdown_grace is not None:
-        settings.shutdown_grace = args.shutdown_grace
-    env_keys = os.environ.get(CLIENT_KEYS_ENV, "")
-    settings.client_keys += [k.strip() for k in env_keys.split(",") if k.strip()]
-    settings.admin_key = settings.admin_key or os.environ.get(ADMIN_KEY_ENV) or None
-    check_security(settings)
-    return settings
+    for key in ("state_file", "log_level", "shutdown_grace"):
+        if getattr(args, key) is not None:
+            setattr(settings, key, getattr(args, key))
 
 
 # Flags that describe the one --upstream, with the value that means "not given".

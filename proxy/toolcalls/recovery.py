@@ -252,6 +252,8 @@ def calls_from_value(
 def _calls_from_obj(
     obj: dict[str, Any], repaired: bool, schemas: Schemas, strict: bool
 ) -> list[RawCall] | None:
+    """The calls one JSON object stands for: a wrapper (`tool_calls`, `tool_call`,
+    `function`) opened, Apertus' `{"NAME": {args}}`, or one `{name, arguments}` call."""
     if isinstance(obj.get("tool_calls"), list) and len(obj) == 1:
         return calls_from_value(obj["tool_calls"], repaired, schemas, strict)
     if isinstance(obj.get("tool_call"), dict) and len(obj) == 1:
@@ -268,6 +270,11 @@ def _calls_from_obj(
             # is configuration, not a call.
             fits = bool(val) and set(val) <= set(_props(schemas, key))
             return [(key, val, repaired)] if fits else None
+    return _named_call(obj, repaired, strict)
+
+
+def _named_call(obj: dict[str, Any], repaired: bool, strict: bool) -> list[RawCall] | None:
+    """`{name, arguments}` (or `parameters`, `args`...) as one call; None when it is not."""
     if not set(obj) <= _CALL_KEYS:
         return None
     name = next((obj[k] for k in _NAME_KEYS if isinstance(obj.get(k), str)), "")

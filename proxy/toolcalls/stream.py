@@ -148,6 +148,7 @@ class StreamToolProcessor:
     def _feed_choice(
         self, choice: dict[str, Any], chunk: dict[str, Any]
     ) -> list[dict[str, Any]] | None:
+        """What one choice of a chunk becomes; None when it goes out unchanged."""
         index = choice.get("index", 0)
         if not isinstance(index, int):
             index = 0  # servers send ints; anything else is read as the first choice
@@ -171,10 +172,22 @@ class StreamToolProcessor:
             if finish is not None:
                 state.finished = True
             return None
-        out: list[dict[str, Any]] = []
         rest = {k: v for k, v in delta.items() if k not in ("content", "tool_calls")}
         if text_out:
             rest["content"] = text_out
+        return self._changed_choice(state, choice, chunk, rest, finish, needs_final)
+
+    def _changed_choice(
+        self,
+        state: _Choice,
+        choice: dict[str, Any],
+        chunk: dict[str, Any],
+        rest: dict[str, Any],
+        finish: Any,
+        needs_final: bool,
+    ) -> list[dict[str, Any]]:
+        """The chunks for a choice whose delta changed (`rest`: what is left of it to send)."""
+        out: list[dict[str, Any]] = []
         if rest:
             passed = None if needs_final else finish
             out.append(self._chunk(choice, rest, passed))
