@@ -117,7 +117,7 @@ async def test_a_200_that_is_not_an_answer_is_a_502_without_asking_the_layer(bod
 
 @pytest.mark.parametrize("cut", [None, 1, 7, 64])
 async def test_a_stream_reaches_the_client_whole_at_any_cut(cut: int | None) -> None:
-    answer, wire, job = await run(
+    _, wire, job = await run(
         FakeLayer(), FakeUpstream(Reply.events(*ANSWER, cut=cut)), stream=True
     )
     assert job.status == 200 and wire.ended and job.relayed
