@@ -7,8 +7,9 @@ set one, rather than being open.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
+from typing import Protocol
 
 import orjson
 from aiohttp import web
@@ -16,22 +17,31 @@ from aiohttp import web
 from proxy.errors import ProxyError
 from proxy.http.auth import bearer, key_matches
 from proxy.http.bodies import read_object
+from proxy.settings import Settings
+from proxy.state.latches import LatchStore
 from proxy.timespec import parse_duration
+from proxy.upstreams.client import Upstream
 
-if TYPE_CHECKING:
-    from proxy.http.app import Proxy
+
+class Operated(Protocol):
+    """What the admin routes need of a running proxy (the proxy itself, in practice)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def upstreams(self) -> Mapping[str, Upstream]: ...
+
+    @property
+    def store(self) -> LatchStore: ...
+
+    async def save_state(self) -> None: ...
+
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _proxy(request: web.Request) -> Proxy:
-    from proxy.http.app import PROXY_KEY
-
-    return request.app[PROXY_KEY]
-
-
-def _require_admin(request: web.Request) -> Proxy:
-    proxy = _proxy(request)
+def _require_admin(proxy: Operated, request: web.Request) -> Operated:
     key = proxy.settings.admin_key
     if not key:
         raise ProxyError(
@@ -49,7 +59,7 @@ def _require_admin(request: web.Request) -> Proxy:
     return proxy
 
 
-def _eid_for(proxy: Proxy, upstream: str | None) -> str | None:
+def _eid_for(proxy: Operated, upstream: str | None) -> str | None:
     if upstream is None:
         return None
     if upstream in proxy.upstreams:
@@ -70,8 +80,8 @@ async def _params(request: web.Request) -> dict[str, str]:
     return params
 
 
-async def list_latches(request: web.Request) -> web.StreamResponse:
-    proxy = _require_admin(request)
+async def list_latches(proxy: Operated, request: web.Request) -> web.StreamResponse:
+    _require_admin(proxy, request)
     names = {u.endpoint_id: u.name for u in proxy.upstreams.values()}
     listing = proxy.store.describe()
     for item in listing:
@@ -79,8 +89,8 @@ async def list_latches(request: web.Request) -> web.StreamResponse:
     return web.Response(body=orjson.dumps({"endpoints": listing}), content_type="application/json")
 
 
-async def reset_latches(request: web.Request) -> web.StreamResponse:
-    proxy = _require_admin(request)
+async def reset_latches(proxy: Operated, request: web.Request) -> web.StreamResponse:
+    _require_admin(proxy, request)
     params = await _params(request)
     eid = _eid_for(proxy, params.get("upstream"))
     removed = proxy.store.reset(eid, params.get("model"))
@@ -88,8 +98,8 @@ async def reset_latches(request: web.Request) -> web.StreamResponse:
     return web.json_response({"reset": removed})
 
 
-async def expire_latches(request: web.Request) -> web.StreamResponse:
-    proxy = _require_admin(request)
+async def expire_latches(proxy: Operated, request: web.Request) -> web.StreamResponse:
+    _require_admin(proxy, request)
     params = await _params(request)
     raw = params.get("older_than")
     if not raw:
@@ -106,9 +116,11 @@ async def expire_latches(request: web.Request) -> web.StreamResponse:
 
 
 def add_admin_routes(
-    add: Callable[[str, str, Handler], None], guard: Callable[[Handler], Handler]
+    add: Callable[[str, str, Handler], None],
+    guard: Callable[[Handler], Handler],
+    proxy: Operated,
 ) -> None:
     """Add the admin routes with `add(method, path, handler)`, each wrapped by `guard`."""
-    add("GET", "/admin/latches", guard(list_latches))
-    add("POST", "/admin/latches/reset", guard(reset_latches))
-    add("POST", "/admin/latches/expire", guard(expire_latches))
+    add("GET", "/admin/latches", guard(partial(list_latches, proxy)))
+    add("POST", "/admin/latches/reset", guard(partial(reset_latches, proxy)))
+    add("POST", "/admin/latches/expire", guard(partial(expire_latches, proxy)))

@@ -20,6 +20,7 @@ from aiohttp import HttpVersion11, web
 
 from proxy.errors import ProxyError, error_response
 from proxy.headers import REQUEST_ID_HEADER, header_value
+from proxy.http.admin import add_admin_routes
 from proxy.http.auth import bearer, key_matches
 from proxy.http.bodies import UNREADABLE, parse_object, unreadable
 from proxy.http.drain import InFlight
@@ -619,7 +620,6 @@ def _expect_handler(proxy: Proxy) -> Callable[[web.Request], Awaitable[web.Respo
 
 def create_app(settings: Settings) -> web.Application:
     """Build the aiohttp application for `settings` (not started)."""
-    from proxy.http.admin import add_admin_routes
 
     app = web.Application(client_max_size=settings.max_body_bytes)
     proxy = Proxy(settings)
@@ -651,7 +651,9 @@ def create_app(settings: Settings) -> web.Application:
     add("GET", "/readyz", _guarded(proxy, readyz, needs_key=False))
     add("GET", "/metrics", _guarded(proxy, metrics_route, needs_key=False))
     # Admin routes check the admin key themselves.
-    add_admin_routes(add, lambda handler: _guarded(proxy, handler, needs_key=False, route="admin"))
+    add_admin_routes(
+        add, lambda handler: _guarded(proxy, handler, needs_key=False, route="admin"), proxy
+    )
     # Last: whatever no route above matched (registered after them, so it never shadows one).
     # `[\s\S]`, not `.`: a path holding an (encoded) line break must reach it too.
     unrouted = _guarded(proxy, _unrouted(proxy), needs_key=False, route="unrouted")
