@@ -1,11 +1,11 @@
-"""The aiohttp application: routes, client auth, body limits, OpenAI-shaped errors, request ids.
+"""The aiohttp application: the running proxy, its routes, and the front door of every request.
 
-This is the only module that talks to clients. It parses and validates what they send, picks the
-upstream, hands a `Job` to the pipeline and records the outcome (metrics and the request's log
-line). Every error it returns is OpenAI-shaped, whatever went wrong, including errors aiohttp
-raises itself (body too large, unknown route, wrong method).
+This is where a client's request comes in: it is authenticated, read, parsed, validated and
+routed to an upstream here, then handed as a `Job` to the attempt loop (`proxy.path`), which
+writes the answer back; once it is over, its metrics and its log line are recorded here. Every
+error this module returns is OpenAI-shaped, including those aiohttp raises itself (body too
+large, unknown route, wrong method). `Proxy` holds everything a running latchgate owns.
 """
-
 from __future__ import annotations
 
 import asyncio
