@@ -6,6 +6,7 @@ writes the answer back; once it is over, its metrics and its log line are record
 error this module returns is OpenAI-shaped, including those aiohttp raises itself (body too
 large, unknown route, wrong method). `Proxy` holds everything a running latchgate owns.
 """
+
 from __future__ import annotations
 
 import asyncio
