@@ -16,8 +16,8 @@ from openai.types.chat import ChatCompletionChunk
 from proxy.observe.events import ARGUMENTS, HOLDBACK_RELEASED, TOOL_RECOVERED
 from proxy.toolcalls.stream import StreamToolProcessor
 from tests.steps import growth
-from tests.test_toolcalls import whole_result
 from tests.toolcall_corpus import CASES, END_OF_TURN, TOOLS, Case
+from tests.unit.toolcalls.test_recovery import whole_result
 
 TEMPLATE = {
     "id": "chatcmpl-1",

@@ -23,7 +23,7 @@ from proxy.state.latches import LatchStore, endpoint_id
 from proxy.state.snapshots import save_file
 from tests.fakeupstream import FakeUpstream
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -21,7 +21,7 @@ import structlog
 from proxy.observe import logs
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, completion
-from tests.test_metrics_http import MAX_TOKENS_REFUSAL, MSG
+from tests.http.test_metrics import MAX_TOKENS_REFUSAL, MSG
 
 CLIENT_KEY = "lgc-client-7Q2x9Wd1"
 OTHER_CLIENT_KEY = "lgc-second-client-Ab83"

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream
-from tests.test_http_schemas import nested_json
+from tests.http.test_schemas import nested_json
 
 ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/chat/completions"]
 

@@ -16,7 +16,7 @@ import pytest
 
 from proxy.agent.schemas import find_contradictions, pattern_ok, relax, sanitise
 
-CORPUS = sorted((Path(__file__).parent / "schema_corpus").glob("*.json"))
+CORPUS = sorted((Path(__file__).resolve().parents[2] / "schema_corpus").glob("*.json"))
 SKIPPED = {"$defs", "definitions"}
 
 

@@ -22,7 +22,7 @@ import pytest
 from proxy.agent.schemas import clear_caches, find_contradictions, pattern_ok, sanitise
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, Recorded, completion, text_stream
-from tests.test_schema_corpus import CORPUS, keyword_values, property_paths
+from tests.unit.agent.test_schema_corpus import CORPUS, keyword_values, property_paths
 
 MODEL = "m"
 ANSWER = "Hello!"  # what the scripted upstream says once it can compile the schema

@@ -1,13 +1,13 @@
 """Tool-call recovery and argument repair through the real HTTP path (BEHAVIOUR.md 4.1-4.4).
 
-The pure modules are tested on their own in test_toolcalls.py and test_toolstream.py; here the
-same corpus goes through a running latchgate in front of the scripted fake upstream and is read
-back with the real openai SDK, whole and streamed (one character per SSE event, and random content
-pieces written to the socket in 7-byte TCP pieces). What the agent sees must be the corpus
-expectation: calls with ids `call_recovered_N`, names, arguments; the remaining content; the finish
-reason. Also: the notice (header on whole replies, SSE comment on streams), native calls with
-almost-JSON arguments repaired, ordinary text not batched by the hold-back, recovery switched off,
-and the two counters.
+The pure modules are tested on their own in tests/unit/toolcalls/ (test_recovery.py,
+test_stream.py); here the same corpus goes through a running latchgate in front of the scripted
+fake upstream and is read back with the real openai SDK, whole and streamed (one character per SSE
+event, and random content pieces written to the socket in 7-byte TCP pieces). What the agent sees
+must be the corpus expectation: calls with ids `call_recovered_N`, names, arguments; the remaining
+content; the finish reason. Also: the notice (header on whole replies, SSE comment on streams),
+native calls with almost-JSON arguments repaired, ordinary text not batched by the hold-back,
+recovery switched off, and the two counters.
 """
 
 from __future__ import annotations

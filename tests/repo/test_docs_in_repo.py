@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 CITED = [
     "docs/BEHAVIOUR.md",  # "BEHAVIOUR.md 4.1" and the like, all through proxy/ and tests/
-    "docs/OBSERVABILITY.md",  # proxy/observe/metrics.py, tests/test_dashboard_static.py
+    "docs/OBSERVABILITY.md",  # proxy/observe/metrics.py, tests/repo/test_dashboard_static.py
     "docs/research/refusal-wordings.md",  # agent/overflow.py, agent/retry.py, the test data
     "docs/research/toolcall-formats.md",  # proxy/toolcalls/recovery.py, tests/toolcall_corpus.py
     "docs/research/llama-server-observed.md",  # proxy/agent/windows.py
@@ -52,7 +52,7 @@ def test_the_observability_spec_test_runs_in_a_bare_copy(tmp_path: Path) -> None
         ".git", ".venv", ".cache", "__pycache__", "*_cache", ".hypothesis", "*.egg-info"
     )
     shutil.copytree(ROOT, copy, ignore=junk)
-    test = "tests/test_dashboard_static.py::test_topics_cover_the_spec_panel_list"
+    test = "tests/repo/test_dashboard_static.py::test_topics_cover_the_spec_panel_list"
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", test],
         cwd=copy,

@@ -201,8 +201,9 @@ def assert_latched(case: Case, lg: Running) -> None:
     assert model.effort_with_tools == case.effort_with_tools
 
 
-# native_tools is classified (tests/test_classify.py) but not acted on until tool emulation
-# (BEHAVIOUR 10, a later issue): latchgate returns those refusals untouched, like the rest.
+# native_tools is classified (tests/unit/agent/test_classify.py) but not acted on until tool
+# emulation (BEHAVIOUR 10, a later issue): latchgate returns those refusals untouched, like the
+# rest.
 LATCHING = [c for c in CASES if c.capability not in (None, "native_tools")]
 RETURNED = [c for c in CASES if c.capability in (None, "native_tools")]
 

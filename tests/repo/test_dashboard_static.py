@@ -15,7 +15,7 @@ from proxy.observe import events as ev
 from proxy.observe.events import RequestEvents
 from proxy.observe.metrics import Metrics
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "latchgate.json"
 METRIC = re.compile(r"latchgate_[a-z_]+")

@@ -18,7 +18,7 @@ from tests.conftest import StartProxy
 from tests.fakeupstream import FakeUpstream, Hang, Stream, chunk, text_stream
 
 MSG = [{"role": "user", "content": "Hi"}]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def stalled_stream() -> Stream:

@@ -17,7 +17,7 @@ import pytest
 from proxy.agent.overflow import parse_error
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, Stream, completion
-from tests.test_overflow import NOT_OVERFLOWS, OVERFLOWS
+from tests.unit.agent.test_overflow import NOT_OVERFLOWS, OVERFLOWS
 
 MODEL = "fake-model"
 

@@ -21,12 +21,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream
+from tests.http.test_metrics import drive_all, metrics_text, upstream_table
 from tests.promtools import REQUIRE_ENV, Prometheus, prometheus, prometheus_binary, scrape_config
-from tests.test_metrics_http import drive_all, metrics_text, upstream_table
 
 pytestmark = pytest.mark.prometheus
 
-DASHBOARD = Path(__file__).resolve().parent.parent / "grafana" / "dashboards" / "latchgate.json"
+DASHBOARD = Path(__file__).resolve().parents[2] / "grafana" / "dashboards" / "latchgate.json"
 ADMIN_KEY = "adm-dashboard-test"
 MODEL = "fake-model"
 METRIC = re.compile(r"\blatchgate_[a-z_]+")
