@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 
+import aiohttp
 import orjson
 import pytest
 import structlog
@@ -215,3 +216,14 @@ async def test_a_failing_log_write_never_fails_a_request(
         assert b"latchgate_log_write_failures_total" in scraped.body
     finally:
         structlog.reset_defaults()
+
+
+async def test_errors_latchgate_answers_itself_carry_the_request_id(lg: Running) -> None:
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            lg.base_url + "/chat/completions", data=b"{", headers={"x-request-id": "trace-42"}
+        ) as r,
+    ):
+        assert r.status == 400
+        assert r.headers["x-latchgate-request-id"] == "trace-42"

@@ -18,7 +18,7 @@ import openai
 import orjson
 import pytest
 
-from proxy.state.latches import EndpointLatches, ModelLatches
+from proxy.state.latches import EndpointLatches, ModelLatches, endpoint_id
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, Stream, chunk, completion, text_stream
 from tests.refusal_cases import CASES, MESSAGES, TOOLS, Case
@@ -712,3 +712,117 @@ async def test_a_temperature_range_error_reaches_the_client_and_latches_nothing(
     assert info.value.body == {"message": message, "type": "invalid_request_error"}
     assert len(fake.bodies()) == 1
     assert latches(lg)[1].chosen_temperature is True
+
+
+# -- what must not latch, and races between requests ----------------------------------------------
+
+MSG = [{"role": "user", "content": "Hi"}]
+
+
+async def test_a_grammar_error_with_nothing_to_relax_is_returned(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    error = {
+        "error": {
+            "code": 500,
+            "type": "server_error",
+            "message": 'JSON schema conversion failed:\nUnrecognized schema: {"required":["x"]}',
+        }
+    }
+    fake.push(Json(error, status=500), Json(error, status=500), Json(error, status=500))
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "f",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"x": {"type": "string"}},
+                    "required": ["x"],
+                },
+            },
+        }
+    ]
+    with pytest.raises(openai.InternalServerError, match="JSON schema conversion failed"):
+        await lg.client().chat.completions.create(model="m", messages=MSG, tools=tools)
+    assert all(b["tools"] == tools for b in fake.bodies())  # never sent "relaxed"
+    endpoint, _ = lg.proxy.store.view(endpoint_id(fake.url, None), "m")
+    assert endpoint.strict_schemas is True  # nothing was relaxable: no latch
+
+
+async def test_a_request_that_lost_the_race_on_an_effort_value_is_resent(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    refusal = {
+        "error": {
+            "message": "Unsupported value: 'reasoning_effort' does not support "
+            "'none' with this model. Supported values are: 'minimal', 'low', "
+            "'medium', and 'high'.",
+            "type": "invalid_request_error",
+            "param": "reasoning_effort",
+            "code": "unsupported_value",
+        }
+    }
+    # Both first attempts are refused before either is answered; then both are served.
+    fake.push(
+        Json(refusal, status=400, delay=0.2),
+        Json(refusal, status=400, delay=0.3),
+        Json(completion()),
+        Json(completion()),
+    )
+    client = lg.client()
+    results = await asyncio.gather(
+        *(
+            client.chat.completions.create(model="m", messages=MSG, reasoning_effort="none")
+            for _ in range(2)
+        )
+    )
+    assert [r.choices[0].message.content for r in results] == ["Hello!", "Hello!"]
+    assert [b.get("reasoning_effort") for b in fake.bodies()[2:]] == ["minimal", "minimal"]
+
+
+async def test_the_latch_gauge_is_labelled_with_the_whole_upstream_name(
+    fake: FakeUpstream, start_proxy
+) -> None:
+    running = await start_proxy(
+        {"name": "openrouter-production", "base_url": fake.url, "kind": "generic"}
+    )
+    refusal = {
+        "error": {
+            "message": "Unsupported value: 'temperature' does not support 0.2 with "
+            "this model. Only the default (1) value is supported.",
+            "type": "invalid_request_error",
+            "param": "temperature",
+            "code": "unsupported_value",
+        }
+    }
+    fake.push(Json(refusal, status=400))
+    await running.client().chat.completions.create(model="m", messages=MSG, temperature=0.2)
+    value = running.proxy.metrics.registry.get_sample_value(
+        "latchgate_latches",
+        {"upstream": "openrouter-production", "capability": "chosen_temperature"},
+    )
+    assert value == 1
+
+MAX_TOKENS_REFUSAL = orjson.dumps(
+    {
+        "error": {
+            "message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+            "'max_completion_tokens' instead.",
+            "type": "invalid_request_error",
+            "param": "max_tokens",
+            "code": "unsupported_parameter",
+        }
+    }
+)
+
+
+async def test_an_error_body_in_several_pieces_is_judged_whole(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    # The refusal arrives in two TCP writes 50 ms apart: it must still be recognised.
+    fake.push(Stream([MAX_TOKENS_REFUSAL[:40], MAX_TOKENS_REFUSAL[40:]], delay=0.05, status=400))
+    got = await lg.client().chat.completions.create(model="m", messages=MSG, max_tokens=5)
+    assert got.choices[0].message.content == "Hello!"
+    first, second = fake.bodies()
+    assert first["max_tokens"] == 5 and second["max_completion_tokens"] == 5

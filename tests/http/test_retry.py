@@ -7,17 +7,21 @@ resent once content reached the client.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import socket
 import time
 from typing import Any
 
+import aiohttp
 import openai
 import orjson
 import pytest
 
+from proxy.agent.negotiate import Refusal
+from proxy.state.latches import endpoint_id
 from tests.conftest import Running, StartProxy
-from tests.fakeupstream import Drop, FakeUpstream, Json, Stream, chunk
+from tests.fakeupstream import Drop, FakeUpstream, Json, Stream, chunk, text_stream
 
 MODEL = "fake-model"
 MSG = [{"role": "user", "content": "Hi"}]
@@ -300,3 +304,87 @@ async def test_connection_refused_on_a_stream(start_proxy: StartProxy) -> None:
         await lg.client().chat.completions.create(model=MODEL, messages=MSG, stream=True)
     assert info.value.status_code == 502
     assert orjson.loads(info.value.response.content)["error"]["code"] == "upstream_unreachable"
+
+
+# -- nothing is resent once content reached the client; a client that leaves is counted -----------
+
+
+def sample(lg: Running, name: str, **labels: str) -> float:
+    return lg.proxy.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def chat_requests(lg: Running, stream: str, status: str) -> float:
+    """Client requests for model "m" on the fake upstream answered with `status`."""
+    return sample(
+        lg,
+        "latchgate_requests_total",
+        upstream="fake",
+        model="m",
+        route="chat",
+        stream=stream,
+        status=status,
+    )
+
+
+async def test_function_call_fragments_are_content(lg: Running, fake: FakeUpstream) -> None:
+    # Legacy function_call deltas reached the client: a drop afterwards must not be resent.
+    fake.push(
+        Stream(
+            [
+                chunk({"role": "assistant", "content": None}),
+                chunk({"function_call": {"name": "f", "arguments": '{"a"'}}),
+            ],
+            then="drop",
+        )
+    )
+    stream = await lg.client().chat.completions.create(model="m", messages=MSG, stream=True)
+    with pytest.raises(openai.APIError, match="broke mid-stream"):
+        async for _ in stream:
+            pass
+    assert len(fake.bodies()) == 1
+
+
+async def test_held_output_is_dropped_when_the_attempt_is_retried(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    # JSON asked for in words holds all content; an attempt that ends with nothing relayed is
+    # retried, and the client sees one answer, not a half one and then a whole one.
+    store = lg.proxy.store
+    store.learn(endpoint_id(fake.url, None), "m", Refusal("structured_output"), upstream="fake")
+    fake.push(Stream([chunk({"role": "assistant", "content": ""})]), text_stream('{"a": 1}'))
+    stream = await lg.client().chat.completions.create(
+        model="m",
+        messages=MSG,
+        stream=True,
+        response_format={
+            "type": "json_schema",
+            "json_schema": {
+                "name": "x",
+                "schema": {"type": "object", "properties": {"a": {"type": "integer"}}},
+            },
+        },
+    )
+    parts = [p async for p in stream]
+    content = "".join(p.choices[0].delta.content or "" for p in parts if p.choices)
+    assert orjson.loads(content) == {"a": 1}
+    assert [
+        p.choices[0].finish_reason for p in parts if p.choices and p.choices[0].finish_reason
+    ] == ["stop"]
+    assert len(fake.bodies()) == 2
+
+
+async def test_a_client_leaving_during_backoff_is_a_disconnect(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    fake.push(Json({"error": {"message": "busy"}}, status=503, headers={"retry-after": "2"}))
+    async with aiohttp.ClientSession() as s:
+        with pytest.raises(asyncio.TimeoutError):
+            async with s.post(
+                lg.base_url + "/chat/completions",
+                json={"model": "m", "messages": MSG},
+                timeout=aiohttp.ClientTimeout(total=0.4),
+            ) as r:
+                await r.read()
+    await asyncio.sleep(0.2)
+    assert sample(lg, "latchgate_client_disconnects_total", upstream="fake") == 1
+    assert chat_requests(lg, "false", "499") == 1

@@ -7,11 +7,13 @@ waits. Usage is asked of the upstream on every stream and forwarded only to clie
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import aiohttp
 import openai
+import orjson
 import pytest
 
 from tests.conftest import Running, StartProxy
@@ -316,3 +318,114 @@ async def test_whole_usage_with_cached_tokens_is_counted(lg: Running, fake: Fake
     assert reply.usage is not None and reply.usage.total_tokens == 120
     assert "stream_options" not in fake.bodies()[0]
     assert (tokens(lg, "prompt"), tokens(lg, "completion"), tokens(lg, "cached")) == (100, 20, 64)
+
+
+# -- plain routes, a slow client, and a retried attempt's own first-token limit ------------------
+
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+
+
+@pytest.mark.parametrize("path", ["/completions", "/embeddings"])
+async def test_plain_routes_have_a_timeout(
+    start_proxy: StartProxy, fake: FakeUpstream, path: str
+) -> None:
+    running = await start_proxy(
+        {
+            "name": "fake",
+            "base_url": fake.url,
+            "kind": "generic",
+            "request_timeout": 0.3,
+            "retries": 0,
+        }
+    )
+    fake.push(Hang(5))
+    body = {"model": "m", "prompt": "x"} if path == "/completions" else {"model": "m", "input": "x"}
+    async with aiohttp.ClientSession() as s, s.post(running.base_url + path, json=body) as r:
+        assert r.status == 504
+        assert (await r.json())["error"]["code"] == "upstream_timeout"
+
+
+async def test_a_slow_reader_is_not_blamed_on_the_upstream(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    # The upstream streams ~6 MB at once; the client stops reading for longer than the idle
+    # timeout. latchgate's writes wait on the client: that is not the upstream going silent.
+    running = await start_proxy(
+        {"name": "fake", "base_url": fake.url, "kind": "generic", "idle_timeout": 0.3}
+    )
+    big = chunk({"content": "y" * 4000})
+    fake.push(
+        Stream(
+            [
+                chunk({"role": "assistant", "content": ""}),
+                *[big] * 1500,
+                chunk({}, "stop"),
+                "[DONE]",
+            ]
+        )
+    )
+    reader, writer = await asyncio.open_connection("127.0.0.1", running.port)
+    body = orjson.dumps({"model": "m", "messages": MSG, "stream": True})
+    writer.write(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+        b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    )
+    await writer.drain()
+    await reader.read(1000)
+    await asyncio.sleep(1.0)  # the client is busy elsewhere
+    data = b""
+    async with asyncio.timeout(10):
+        while part := await reader.read(1 << 20):
+            data += part
+            if b"data: [DONE]" in data[-400:] or b'"error"' in data[-800:]:
+                break
+    writer.close()
+    assert b"data: [DONE]" in data[-400:]
+    idle = {"upstream": "fake", "phase": "idle"}
+    assert sample(running, "latchgate_endpoint_silent_total", idle) == 0
+
+
+async def test_a_retry_gets_its_own_first_token_limit(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    running = await start_proxy(
+        {
+            "name": "fake",
+            "base_url": fake.url,
+            "kind": "generic",
+            "idle_timeout": 0.3,
+            "first_token_timeout": 5,
+            "retries": 1,
+        }
+    )
+    fragment = chunk(
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": '{"a"'},
+                }
+            ]
+        }
+    )
+    # Attempt 1: a held tool-call fragment, then silence (idle fires, nothing was relayed).
+    # Attempt 2: its first token comes 0.8 s after its role chunk: inside the 5 s limit.
+    rest = (
+        b"".join(
+            b"data: " + orjson.dumps(c) + b"\n\n"
+            for c in (chunk({"content": "second"}), chunk({}, "stop"))
+        )
+        + b"data: [DONE]\n\n"
+    )
+    fake.push(
+        Stream([chunk({"role": "assistant", "content": None}), fragment], then="hang"),
+        Stream([chunk({"role": "assistant", "content": ""}), rest], delay=0.8),
+    )
+    stream = await running.client().chat.completions.create(
+        model="m", messages=MSG, tools=TOOLS, stream=True
+    )
+    text = "".join([p.choices[0].delta.content or "" async for p in stream if p.choices])
+    assert text == "second"
+    assert len(fake.bodies()) == 2

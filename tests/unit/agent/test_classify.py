@@ -453,3 +453,63 @@ def test_effort_values_refused_in_other_words(
 def test_reasoning_mandatory_moves_only_an_effort_of_none() -> None:
     body = openai("Reasoning is mandatory for this endpoint and cannot be disabled.")
     assert classify(400, body, req(reasoning_effort="low")) is None
+
+
+# -- what is not a refusal to latch, found at the edges -------------------------------------------
+
+MSG = [{"role": "user", "content": "Hi"}]
+
+
+def test_an_echoed_request_body_is_not_read_as_a_refusal() -> None:
+    # pydantic echoes the rejected body in `input`; the words in it are the client's.
+    sent = {
+        "model": "m",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "seed": 1,
+        "messages": [{"role": "user", "content": "Unrecognized request argument: seed"}],
+        "tool_choice": "foo",
+    }
+    item = {
+        "type": "value_error",
+        "loc": ("body",),
+        "msg": "Invalid value for tool_choice: foo",
+        "input": sent,
+    }
+    as_repr = orjson.dumps({"object": "error", "message": str([item]), "code": 400})
+    as_json = orjson.dumps({"detail": [{**item, "loc": ["body"]}]})
+    assert classify(400, as_repr, sent) is None
+    assert classify(400, as_json, sent) is None
+
+
+def test_a_refusal_of_another_field_does_not_move_the_effort() -> None:
+    body = orjson.dumps(
+        {
+            "error": {
+                "message": "Unsupported value: 'temperature' does not support 0.2 with this "
+                "model. Only the default (1) value is supported when reasoning_effort is not "
+                "'none'.",
+                "type": "invalid_request_error",
+                "param": "temperature",
+                "code": "unsupported_value",
+            }
+        }
+    )
+    sent = {"model": "m", "messages": MSG, "temperature": 0.2, "reasoning_effort": "low"}
+    got = classify(400, body, sent)
+    assert got is not None and got.capability == "chosen_temperature"
+
+
+def test_a_mistake_inside_response_format_is_the_client_s() -> None:
+    schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}
+    for message in (
+        "Unknown parameter: 'response_format.schema'.",
+        "Unknown parameter: 'response_format.json_schema.strictt'.",
+    ):
+        body = orjson.dumps({"error": {"message": message, "type": "invalid_request_error"}})
+        assert (
+            classify(400, body, {"model": "m", "messages": MSG, "response_format": schema}) is None
+        )
+    text_only = orjson.dumps({"error": {"message": "response_format text is not supported"}})
+    sent = {"model": "m", "messages": MSG, "response_format": {"type": "text"}}
+    assert classify(400, text_only, sent) is None  # latching would not change this request

@@ -270,3 +270,51 @@ def test_describe_in_words_leaves_describe_alone() -> None:
     assert store.describe() == before
     assert set(before[0]) == {"endpoint", "upstream", "since", "strict_schemas",
                               "usage_in_stream", "refused", "models"}
+
+
+def test_latches_commands_round_trip(tmp_path: Path) -> None:
+    config = tmp_path / "latchgate.toml"
+    config.write_text(
+        "[server]\nstate_file = 'state.json'\n[[upstreams]]\nname = 'local'\n"
+        "base_url = 'http://127.0.0.1:8080/v1'\n"
+    )
+    eid = endpoint_id("http://127.0.0.1:8080/v1", None)
+    store = LatchStore()
+    store.learn(eid, "qwen", Refusal("legacy_token_limit"), upstream="local")
+    store.learn(eid, "other", Refusal("chosen_temperature"), upstream="local")
+    save_file(tmp_path / "state.json", store.to_snapshot())
+
+    assert main(["latches", "--config", str(config), "show"]) == 0
+    exported = tmp_path / "export.json"
+    assert main(["latches", "--config", str(config), "export", str(exported)]) == 0
+    assert (
+        main(
+            ["latches", "--config", str(config), "reset", "--upstream", "local", "--model", "qwen"]
+        )
+        == 0
+    )
+    left = LatchStore()
+    left.merge_snapshot(orjson.loads((tmp_path / "state.json").read_bytes()))
+    assert left.view(eid, "qwen")[1].legacy_token_limit is True
+    assert left.view(eid, "other")[1].chosen_temperature is False
+    assert main(["latches", "--config", str(config), "import", str(exported)]) == 0
+    back = LatchStore()
+    back.merge_snapshot(orjson.loads((tmp_path / "state.json").read_bytes()))
+    assert back.view(eid, "qwen")[1].legacy_token_limit is False
+    assert (
+        main(
+            [
+                "latches",
+                "--state-file",
+                str(tmp_path / "state.json"),
+                "expire",
+                "--older-than",
+                "0s",
+            ]
+        )
+        == 0
+    )
+    gone = LatchStore()
+    gone.merge_snapshot(orjson.loads((tmp_path / "state.json").read_bytes()))
+    assert gone.describe() == []
+    assert main(["latches", "--config", str(config), "reset", "--upstream", "nope"]) == 2

@@ -1,27 +1,16 @@
-"""The `latchgate` command: validation errors are one clear line, serving works end to end."""
+"""The `latchgate` command without serving: flags, validation errors as one line, settings."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
-import socket
-import stat
 import subprocess
 import sys
 from pathlib import Path
 
-import aiohttp
-import openai
-import orjson
 import pytest
 
-from proxy.agent.negotiate import Refusal
 from proxy.cli.main import main
 from proxy.settings import ConfigError, Settings, load_toml
-from proxy.state.latches import LatchStore, endpoint_id
-from proxy.state.snapshots import save_file
-from tests.fakeupstream import FakeUpstream
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -134,105 +123,6 @@ def test_example_config_is_valid() -> None:
     assert settings.shutdown_grace == 10
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def test_serves_and_saves_latches_on_shutdown(fake: FakeUpstream, tmp_path: Path) -> None:
-    port = _free_port()
-    state = tmp_path / "state.json"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "proxy",
-        "--upstream",
-        fake.url,
-        "--kind",
-        "generic",
-        "--port",
-        str(port),
-        "--state-file",
-        str(state),
-        "--log-level",
-        "warning",
-        cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        async with aiohttp.ClientSession() as s:
-            for _ in range(100):
-                try:
-                    async with s.get(f"http://127.0.0.1:{port}/healthz") as r:
-                        if r.status == 200:
-                            break
-                except aiohttp.ClientConnectionError:
-                    await asyncio.sleep(0.05)
-        client = openai.AsyncOpenAI(
-            base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0
-        )
-        got = await client.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "hi"}]
-        )
-        assert got.choices[0].message.content == "Hello!"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(proc.wait(), 10)
-    assert proc.returncode == 0
-    saved = orjson.loads(state.read_bytes())
-    assert saved["version"] == 1 and "endpoints" in saved
-
-
-def test_latches_commands_round_trip(tmp_path: Path) -> None:
-    config = tmp_path / "latchgate.toml"
-    config.write_text(
-        "[server]\nstate_file = 'state.json'\n[[upstreams]]\nname = 'local'\n"
-        "base_url = 'http://127.0.0.1:8080/v1'\n"
-    )
-    eid = endpoint_id("http://127.0.0.1:8080/v1", None)
-    store = LatchStore()
-    store.learn(eid, "qwen", Refusal("legacy_token_limit"), upstream="local")
-    store.learn(eid, "other", Refusal("chosen_temperature"), upstream="local")
-    save_file(tmp_path / "state.json", store.to_snapshot())
-
-    assert main(["latches", "--config", str(config), "show"]) == 0
-    exported = tmp_path / "export.json"
-    assert main(["latches", "--config", str(config), "export", str(exported)]) == 0
-    assert (
-        main(
-            ["latches", "--config", str(config), "reset", "--upstream", "local", "--model", "qwen"]
-        )
-        == 0
-    )
-    left = LatchStore()
-    left.merge_snapshot(orjson.loads((tmp_path / "state.json").read_bytes()))
-    assert left.view(eid, "qwen")[1].legacy_token_limit is True
-    assert left.view(eid, "other")[1].chosen_temperature is False
-    assert main(["latches", "--config", str(config), "import", str(exported)]) == 0
-    back = LatchStore()
-    back.merge_snapshot(orjson.loads((tmp_path / "state.json").read_bytes()))
-    assert back.view(eid, "qwen")[1].legacy_token_limit is False
-    assert (
-        main(
-            [
-                "latches",
-                "--state-file",
-                str(tmp_path / "state.json"),
-                "expire",
-                "--older-than",
-                "0s",
-            ]
-        )
-        == 0
-    )
-    gone = LatchStore()
-    gone.merge_snapshot(orjson.loads((tmp_path / "state.json").read_bytes()))
-    assert gone.describe() == []
-    assert main(["latches", "--config", str(config), "reset", "--upstream", "nope"]) == 2
-
-
 def test_serving_sets_the_collector_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
 
@@ -284,58 +174,6 @@ def test_abbreviated_flags_are_refused(
     assert exc.value.code == 2
     assert prefix in capsys.readouterr().err
     assert served == [] and list(tmp_path.iterdir()) == []
-
-
-# --- issue 13 item 11: a FIFO as the state file, and leftovers of a kill -9, at start ----------
-
-
-async def _wait_healthy(port: int, proc: asyncio.subprocess.Process, tries: int = 200) -> bool:
-    """True once /healthz answers; False if it never does (bounded: about 10 s) or it died."""
-    async with aiohttp.ClientSession() as s:
-        for _ in range(tries):
-            if proc.returncode is not None:
-                return False
-            try:
-                async with s.get(f"http://127.0.0.1:{port}/healthz") as r:
-                    if r.status == 200:
-                        return True
-            except aiohttp.ClientConnectionError:
-                pass
-            await asyncio.sleep(0.05)
-    return False
-
-
-async def test_starts_with_a_fifo_as_state_file_and_cleans_leftovers(
-    fake: FakeUpstream, tmp_path: Path
-) -> None:
-    """A FIFO once blocked start-up forever in open(); a kill -9's temp file stayed forever."""
-    port = _free_port()
-    fifo = tmp_path / "state.json"
-    os.mkfifo(fifo)
-    leftover = tmp_path / ".state.json.k2j4_9xq.tmp"
-    leftover.write_bytes(b'{"version": 1, "endp')
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proxy", "--upstream", fake.url, "--kind", "generic",
-        "--port", str(port), "--state-file", str(fifo), "--log-level", "warning",
-        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        started = await _wait_healthy(port, proc)
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), 10)
-        except TimeoutError:
-            proc.kill()  # still stuck (in the FIFO's open): end it so the test reports, not hangs
-            out, err = await proc.communicate()
-    logged = (out + err).decode()
-    assert started, f"latchgate did not start with a FIFO as its state file: {logged}"
-    assert proc.returncode == 0, logged
-    assert "not a regular file" in logged and "FIFO" in logged
-    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # neither read, moved nor replaced at shutdown
-    assert not leftover.exists() and ".state.json.k2j4_9xq.tmp" in logged
-    assert sorted(os.listdir(tmp_path)) == ["state.json"]
 
 
 # --- issue 13 items 14 and 15: shutdown_grace and --request-timeout ---------------------------

@@ -185,3 +185,22 @@ def test_notices_name_model_server_and_change() -> None:
                        "structured_output", "native_tools"):
         text = Refusal(capability).notice("m", "u")
         assert text.endswith(".") and "\n" not in text and "u" in text
+
+
+def test_imported_latches_without_times_are_not_expired_at_once() -> None:
+    import time
+
+    from proxy.state.latches import LatchStore
+
+    store = LatchStore()
+    store.merge_snapshot(
+        {
+            "version": 1,
+            "saved_at": time.time() - 3600,
+            "endpoints": {
+                "e" * 64: {"strict_schemas": False, "models": {"m": {"legacy_token_limit": False}}}
+            },
+        }
+    )
+    assert store.expire(7 * 86400) == 0  # an hour old, not "since 1970"
+    assert store.expire(1800) == 2

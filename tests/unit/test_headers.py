@@ -1,0 +1,34 @@
+"""Header values built from any text: one printable ASCII line, and the notices list as JSON."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from proxy.headers import header_value
+
+CONTROLS = ["\x00", "\x01", "\x1b", "\x7f", "\r\n", "\u2028", "é"]
+
+
+@pytest.mark.parametrize("bad", CONTROLS)
+def test_header_value_is_one_printable_ascii_line(bad: str) -> None:
+    value = header_value(f"model m{bad}x refused {bad}max_tokens")
+    assert value.isascii() and value.isprintable(), value
+    assert "\n" not in value and "\r" not in value
+
+
+def test_header_value_keeps_what_the_bytes_were() -> None:
+    assert header_value("a\x00b") == "a\\x00b"
+    assert header_value("a\x1bb\x7f") == "a\\x1bb\\x7f"
+    assert header_value("café") == "caf\\xe9"
+    assert header_value("two\n lines") == "two lines"
+    assert header_value("x" * 5000) == "x" * 1000
+
+
+def test_notices_value_round_trips_any_text() -> None:
+    from proxy.headers import notices_value
+
+    said = ["a, b.", "c\x00d é", 'quote " and \\']
+    value = notices_value(said)
+    assert value.isascii() and value.isprintable()
+    assert orjson.loads(value) == said

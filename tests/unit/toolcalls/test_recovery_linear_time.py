@@ -1,0 +1,107 @@
+"""Recovery scans adversarial replies in linear time, counted in steps, not timed (BEHAVIOUR.md
+4.1, research section 13); the step count itself is checked to see a quadratic scan."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from proxy.toolcalls import recovery as toolcalls
+from tests.steps import Scanned, counting_patterns, growth
+from tests.unit.toolcalls.whole_reply import run
+
+# Steps are counted, not timed (tests/steps.py): a 0.5 s limit failed on a loaded 2-core machine
+# (issue 13, item 16). Linear work grows with the input, here 8 times; a quadratic scan grows
+# 64 times (a _Next without its cache measured 40, a _Scan without its budget 60).
+SMALL = 2_000
+LINEAR = 12  # 8 for linear work, with room for constant costs; far below quadratic
+ADVERSARIAL = [
+    "<tool_call>{ oops ",
+    "<tool_call>{ oops </tool_call>",
+    "[TOOL_CALLS]{ ",
+    "[TOOL_CALLS]search{ ",
+    "<function=search>{ ",
+    "<function=search>\n<parameter=query>\n",
+    "<function=search><parameter=query>x</parameter>y",
+    "<function=",
+    '<tool_call>{"a": "',
+    "<tool_call>search<arg_key>",
+    "to=functions.search{ ",
+    "<start_function_call>call:search{",
+    "call:search{query:<escape>",
+    "<|python_tag|>search.call(",
+    "functools[{ ",
+    "<｜tool▁call▁begin｜>search<｜tool▁sep｜>{ ",
+]
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Charge the finders' searches over the scanned text, and their regex scans, to the count."""
+    split = toolcalls.split_think
+
+    def scanned(text: str) -> tuple[str, str, str]:
+        head, scan, rest = split(text)
+        return head, Scanned(scan), rest
+
+    monkeypatch.setattr(toolcalls, "split_think", scanned)
+    for name, pattern in counting_patterns(toolcalls).items():
+        monkeypatch.setattr(toolcalls, name, pattern)
+
+
+def _repeated(unit: str, finish: str) -> Callable[[int], Callable[[], object]]:
+    def make(size: int) -> Callable[[], object]:
+        text = unit * (size // len(unit) + 1)
+        return lambda: run(text, finish)
+
+    return make
+
+
+@pytest.mark.usefixtures("counted")
+@pytest.mark.parametrize("unit", ADVERSARIAL)
+@pytest.mark.parametrize("finish", ["stop", "length"])
+def test_adversarial_input_is_linear(unit: str, finish: str) -> None:
+    assert growth(_repeated(unit, finish), SMALL) < LINEAR
+
+
+@pytest.mark.usefixtures("counted")
+def test_nested_openers_are_linear_and_not_calls() -> None:
+    def make(size: int) -> Callable[[], object]:
+        text = "<tool_call>{ " * (size // 13) + "}" * (size // 13)
+        return lambda: run(text)
+
+    assert growth(make, SMALL) < LINEAR
+    text = "<tool_call>{ " * 15_000 + "}" * 15_000
+    assert run(text) == (text, [], "stop")
+
+
+def test_the_step_count_sees_a_quadratic_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The yardstick itself: with the _Scan budget removed, a value opened after each marker is
+    # rescanned to the end of the text, and the count must say so.
+    def unbounded(self: Any, i: int) -> int | None:
+        limit = self.limit(i)
+        end = toolcalls.value_end(self.s, i, limit)
+        return toolcalls.value_end(self.s, i) if end is None and limit < len(self.s) else end
+
+    monkeypatch.setattr(toolcalls._Scan, "value", unbounded)
+    assert growth(_repeated("<tool_call>{ oops ", "stop"), SMALL) > 4 * LINEAR
+
+
+def test_the_step_count_sees_a_repeated_search(
+    counted: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # And with _Next's cache removed, each opener searches to the end for a close tag that never
+    # comes: C-level work that only the counted searches show.
+    monkeypatch.setattr(toolcalls._Next, "at", lambda self, pos: self._find(pos))
+    assert growth(_repeated("<tool_call>{ oops ", "stop"), SMALL) > 2 * LINEAR
+
+
+@pytest.mark.parametrize(
+    ("unit", "finish"),
+    [("<tool_call>{ oops ", "stop"), ("[TOOL_CALLS]{ ", "length"), ("<tool_call>{ ", "length")],
+)
+def test_adversarial_input_stays_text(unit: str, finish: str) -> None:
+    text = unit * 10_000
+    assert run(text, finish) == (text, [], finish)

@@ -1,0 +1,100 @@
+"""Where a recovered call's value ends: an unclosed value does not swallow the rest of the reply
+or the next call, and runs to the end only when the reply was truncated (BEHAVIOUR.md 4.1,
+research section 13)."""
+
+from __future__ import annotations
+
+from proxy.toolcalls.recovery import find_calls, tool_schemas
+from tests.unit.toolcalls.whole_reply import TOOLS, run, stays_text
+
+# -- An unclosed value does not swallow the rest of the reply -------------------------------------
+
+PROSE = "I will summarise the results once they arrive."
+MISSING_BRACE = '<tool_call>{"name": "search", "arguments": {"query": "x"}</tool_call>'
+GOOD = '<tool_call>{"name": "get_time", "arguments": {"tz": "UTC"}}</tool_call>'
+
+
+def test_unclosed_value_ends_at_close_tag() -> None:
+    assert run(f"{MISSING_BRACE}\n{PROSE}") == (PROSE, [("search", '{"query":"x"}')], "tool_calls")
+
+
+def test_unclosed_value_does_not_merge_with_next_call() -> None:
+    assert run(f"{MISSING_BRACE}\n{GOOD}\n{PROSE}") == (
+        PROSE,
+        [("search", '{"query":"x"}'), ("get_time", '{"tz":"UTC"}')],
+        "tool_calls",
+    )
+
+
+def test_unclosed_value_without_close_tag_before_next_marker() -> None:
+    text = '<tool_call>{"name": "search", "arguments": {"query": "x"}\n' + GOOD
+    assert run(text) == (
+        '<tool_call>{"name": "search", "arguments": {"query": "x"}',
+        [("get_time", '{"tz":"UTC"}')],
+        "tool_calls",
+    )
+
+
+NESTED_NAME = '<tool_call>{"arguments": {"user": {"name": "Bob"}, "content": "long text'
+
+
+def test_nested_name_is_not_the_call_name() -> None:
+    stays_text(NESTED_NAME)
+    stays_text(NESTED_NAME, "length")
+
+
+def test_value_runs_to_end_only_when_truncated() -> None:
+    text = 'Sure.\n<tool_call>{"name": "search", "arguments": {"query": "long text'
+    stays_text(text)
+    assert run(text, "length") == ("Sure.", [("search", '{"query": "long text')], "tool_calls")
+    schemas = tool_schemas(TOOLS)
+    assert find_calls(text, schemas, truncated=False) is None
+    found = find_calls(text, schemas)  # the default: a caller that does not know yet
+    assert found is not None and found.calls == [("search", '{"query": "long text', False)]
+
+
+def test_unclosed_harmony_and_function_json_need_truncation() -> None:
+    harmony = '<|channel|>commentary to=functions.search json<|message|>{"query": "x'
+    stays_text(harmony)
+    assert run(harmony, "length") == (None, [("search", '{"query": "x')], "tool_calls")
+    function = '<function=search>{"query": "x'
+    stays_text(function)
+    assert run(function, "length") == (None, [("search", '{"query": "x')], "tool_calls")
+
+
+def test_literal_marker_inside_argument_string_still_read() -> None:
+    text = (
+        '<tool_call>{"name": "search", "arguments": {"query": "what is <tool_call>?"}}'
+        "</tool_call> and "
+        '<tool_call>{"name": "search", "arguments": {"query": "<tool_call>"}}</tool_call>'
+    )
+    assert run(text) == (
+        "and",
+        [("search", '{"query":"what is <tool_call>?"}'), ("search", '{"query":"<tool_call>"}')],
+        "tool_calls",
+    )
+
+
+# -- Qwen3-Coder: prose after the last </parameter> stays content ---------------------------------
+
+
+def test_qwen_value_ends_at_last_close_parameter() -> None:
+    text = (
+        "<function=search>\n<parameter=query>\ncats\n</parameter>\n"
+        "I'll report back once I have results."
+    )
+    assert run(text) == (
+        "I'll report back once I have results.",
+        [("search", '{"query":"cats"}')],
+        "tool_calls",
+    )
+
+
+def test_qwen_value_without_any_close_needs_truncation() -> None:
+    text = "Checking.\n<function=search>\n<parameter=query>\ncats and dogs"
+    stays_text(text)
+    assert run(text, "length") == (
+        "Checking.",
+        [("search", '{"query":"cats and dogs"}')],
+        "tool_calls",
+    )
