@@ -737,7 +737,7 @@ def build_body(
     if model.permissive():
         # Nothing latched for the model: of the steps below only two can change the body, the
         # ceiling (when max_completion_tokens is sent) and stream_options (an endpoint matter).
-        # tests/test_build_body.py checks this shortcut against the full walk.
+        # tests/unit/agent/test_build_body.py checks this shortcut against the full walk.
         body = (
             _ceiling(client, model, name, notices) if "max_completion_tokens" in client else client
         )

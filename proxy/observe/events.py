@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Event kinds and the labels each carries. The metrics module maps them onto counters; keep the
-# two in step (tests/test_metrics.py checks every kind here has a mapping).
+# two in step (tests/unit/observe/test_metrics.py checks every kind here has a mapping).
 REFUSAL = "refusal"  # labels: capability
 FIELD_DROPPED = "field_dropped"  # labels: field
 RETRY = "retry"  # labels: reason (connect, timeout, silent, status_429, status_5xx, loading)

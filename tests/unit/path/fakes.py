@@ -1,4 +1,4 @@
-"""Fakes for driving the attempt loop and the relays without sockets (see test_attempt_loop).
+"""Fakes for driving the attempt loop and the relays without sockets (see test_attempts).
 
 `FakeUpstream` hands out scripted responses (`Reply`) shaped like aiohttp's ClientResponse as
 far as the relays read it; `Wire` records what the client would have received; `FakeLayer`

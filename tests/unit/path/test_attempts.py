@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from proxy.path.attempts import Pipeline
 from proxy.path.job import Decision
-from tests.unit.fakes import FakeLayer, FakeUpstream, Reply, Wire, client_request, make_job
+from tests.unit.path.fakes import FakeLayer, FakeUpstream, Reply, Wire, client_request, make_job
 
 
 def chunk(content: str | None = None, finish: str | None = None, **delta: Any) -> dict[str, Any]:
