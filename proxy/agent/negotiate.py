@@ -5,7 +5,8 @@ Model servers refuse parts of OpenAI requests in dozens of wordings (`max_tokens
 `classify` turns one refusal into a `Refusal` saying what to latch (BEHAVIOUR 2.3, rules 1-9 in
 order), or None for everything that must be returned to the client instead; `build_body` turns the
 client's body plus the current latches into the upstream body (BEHAVIOUR 2.6). Both are pure: the
-store lives in `capabilities`, and notices are returned, not recorded.
+store lives in `proxy.state.latches`, and notices are returned, not recorded. `classify` reads
+the error as `upstream_errors` parsed it, once, for every decision about that answer.
 
 Recognition is by wording, not by status: llama.cpp sends several refusals as HTTP 500 and Mistral
 as 422. Field names are extracted generically ("a name quoted or listed next to words of refusal")
@@ -15,16 +16,13 @@ works and a name that was never sent is never latched.
 
 from __future__ import annotations
 
-import ast
-import contextlib
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from proxy.agent.structured import ask_in_words
+from proxy.agent.upstream_errors import UpstreamError
 from proxy.state.latches import EndpointLatches, ModelLatches
 
 LADDER = ("none", "minimal", "low", "medium", "high")
@@ -143,71 +141,6 @@ def _field_notice(model: str, upstream: str, fields: Iterable[str], *, learned: 
         f"Model {model} on {upstream or 'the upstream'} refused {', '.join(names)}, so "
         f"latchgate {action} {them}."
     )
-
-
-# --------------------------------------------------------------------------------------------
-# Reading an error body
-
-
-def error_text(body: bytes) -> str:
-    """Every piece of text an error carries, joined by newlines (BEHAVIOUR 2.2).
-
-    `error.message`, a top-level `message` or `detail` (strings, or pydantic lists whose items
-    are kept as compact JSON so their `loc` stays readable), `error` as a plain string, every
-    element of an array body (Gemini), `metadata.raw` (OpenRouter; itself JSON), and the raw
-    body when it is not JSON. Case is kept; matchers lowercase.
-    """
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return body.decode("utf-8", "replace")
-    parts: list[str] = []
-    _collect(data, parts, depth=0)
-    if not parts and isinstance(data, str):
-        parts.append(data)
-    return "\n".join(dict.fromkeys(part for part in parts if part))
-
-
-_TEXT_KEYS = ("error", "message", "detail", "msg", "raw", "description")
-
-
-def _collect(value: object, parts: list[str], depth: int) -> None:
-    if depth > 8:  # a pathological body; enough text has been read by then
-        return
-    if isinstance(value, list):
-        for item in value:
-            _collect(item, parts, depth + 1)
-    elif isinstance(value, dict):
-        if "loc" in value:
-            # pydantic echoes what it rejected in `input` (for a whole-body check, the whole
-            # request, user messages included): words in it are the client's, not the
-            # server's, and must not be read as a refusal.
-            kept = {k: v for k, v in value.items() if k not in ("input", "ctx", "url")}
-            parts.append(orjson.dumps(kept).decode())
-        for key in _TEXT_KEYS:
-            _collect_value(value.get(key), parts, depth)
-        for key in ("metadata", "details", "fieldViolations"):
-            if key in value:
-                _collect(value[key], parts, depth + 1)
-
-
-def _collect_value(value: object, parts: list[str], depth: int) -> None:
-    if isinstance(value, str):
-        if "'input': " in value and value.lstrip()[:2] in ("[{", "{'") and len(value) < 1 << 20:
-            # The Python-repr form of a pydantic error list (old vLLM): read it as the list it
-            # is, so its echoed `input` is dropped like the JSON form's (ast.literal_eval reads
-            # literals only; nothing is executed).
-            with contextlib.suppress(ValueError, SyntaxError, MemoryError, RecursionError):
-                _collect(ast.literal_eval(value.strip()), parts, depth + 1)
-                return
-        parts.append(value)
-        nested = value.strip()
-        if nested[:1] in ("{", "[") and nested[-1:] in ("}", "]"):
-            # A message that merely looks like JSON (a Python repr) is kept as text above.
-            with contextlib.suppress(orjson.JSONDecodeError):
-                _collect(orjson.loads(nested), parts, depth + 1)
-    elif value is not None:
-        _collect(value, parts, depth + 1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -377,8 +310,7 @@ _TOOL_FIELDS = {"tools", "tool_choice", "functions", "function_call"}
 
 
 def classify(
-    status: int,
-    body: bytes,
+    error: UpstreamError,
     sent: dict[str, Any],
     *,
     droppable: frozenset[str] = DEFAULT_DROPPABLE,
@@ -389,11 +321,13 @@ def classify(
     Rules 1-9 of BEHAVIOUR 2.3 in order, first match wins. `sent` is the body that was sent
     upstream: a latch must change the next body, so a rule only answers when the thing it
     latches was actually sent. `known`, the model's current latches, lets the effort ladder skip
-    values already refused and spot a refusal that teaches nothing new.
+    values already refused and spot a refusal that teaches nothing new. The rules read
+    `error.text`, every piece of text the error carries (BEHAVIOUR 2.2).
     """
+    status = error.status
     if status in (401, 403, 407, 429, 529):
         return None
-    original = error_text(body)
+    original = error.text
     text = original.lower()
     if status == 404:  # model not found; only OpenRouter's tool-routing 404 is a refusal
         return _tools_rule(text, refused_names(original), sent)

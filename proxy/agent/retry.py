@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
-from proxy.agent.overflow import UpstreamError, is_overflow, parse_error
+from proxy.agent.overflow import is_overflow
+from proxy.agent.upstream_errors import UpstreamError
 
 CONNECT = "connect"
 TIMEOUT = "timeout"
@@ -127,11 +128,10 @@ def _never_clears(error: UpstreamError) -> bool:
     return requested > limit
 
 
-def is_loading(status: int, body: bytes) -> bool:
+def is_loading(error: UpstreamError) -> bool:
     """Whether a 503 says the model is still loading (llama.cpp `Loading model`, TGI, others)."""
-    if status != 503:
+    if error.status != 503:
         return False
-    error = parse_error(body)
     message = error.message.lower()
     return (
         error.type == "unavailable_error"
@@ -149,20 +149,21 @@ def _reason(status: int) -> str:
     return STATUS_5XX if status >= 500 else STATUS_4XX
 
 
-def classify_status(status: int, headers: Mapping[str, str], body: bytes) -> Transient | None:
-    """The transient this error status is, or None when it must go back to the client.
+def classify_status(error: UpstreamError, headers: Mapping[str, str]) -> Transient | None:
+    """The transient this error is, or None when it must go back to the client.
 
     Order: an overflow is never transient; a loading model is (reason `loading`); then the
     server's `x-should-retry` decides; then a 429 that will not clear is final; then the status.
+    The error is read from `error`; only the retry headers are read here.
     """
-    if status < 400 or is_overflow(status, body):
+    status = error.status
+    if status < 400 or is_overflow(error):
         return None
-    if is_loading(status, body):
+    if is_loading(error):
         return Transient(LOADING, server_wait(headers))
     should_retry = (_header(headers, "x-should-retry") or "").strip().lower()
     if should_retry == "false":
         return None
-    error = parse_error(body)
     if status == 429 and _never_clears(error):
         return None
     if should_retry != "true" and status not in TRANSIENT_STATUSES:

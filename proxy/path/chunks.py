@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from proxy.agent.overflow import parse_error
+from proxy.agent.upstream_errors import UpstreamError
 from proxy.errors import error_body
 from proxy.path.answers import error_status
 
@@ -60,21 +60,20 @@ def event_status(chunk: dict[str, Any]) -> int:
     return error_status(chunk.get("error"), 500, keys=("code",))
 
 
-def upstream_error_body(status: int, raw: bytes) -> bytes:
+def upstream_error_body(error: UpstreamError) -> bytes:
     """The upstream's error as an OpenAI error object: kept as it is when it already is one."""
-    parsed = loads(raw)
-    if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
-        return raw
-    message = parse_error(raw).message or f"The upstream answered HTTP {status} with no message."
+    if error.is_error_object:
+        return error.raw
+    status = error.status
+    message = error.message or f"The upstream answered HTTP {status} with no message."
     return orjson.dumps(error_body(status, message, type=None, code=str(status)))
 
 
-def compact_error(status: int, body: bytes) -> bytes:
+def compact_error(error: UpstreamError) -> bytes:
     """An error body as one line of JSON, in OpenAI's shape (for an SSE event)."""
-    parsed = loads(body)
-    if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
-        return orjson.dumps(parsed)
-    return upstream_error_body(status, body)
+    if error.is_error_object:
+        return orjson.dumps(error.body)
+    return upstream_error_body(error)
 
 
 def completion_to_chunks(body: dict[str, Any], *, usage: bool) -> list[dict[str, Any]]:

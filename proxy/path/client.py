@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from proxy.agent.upstream_errors import parse_upstream_error
 from proxy.errors import sse_error_event
 from proxy.headers import (
     DROPPED_HEADER,
@@ -135,6 +136,7 @@ async def give(request: web.Request, job: Job, decision: Decision) -> web.Stream
         return json_response(job, decision.status, body)
     # The stream's headers went out already: the error goes as one SSE event instead (one line:
     # a pretty-printed upstream body would break the event apart).
-    await write(client, with_notices(job, frame(compact_error(decision.status, body))))
+    error = parse_upstream_error(decision.status, body)
+    await write(client, with_notices(job, frame(compact_error(error))))
     await end(client)
     return client

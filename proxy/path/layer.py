@@ -23,7 +23,6 @@ from proxy.agent.negotiate import (
     build_body,
     classify,
     client_wants_usage,
-    error_text,
     field_topic,
 )
 from proxy.agent.overflow import is_overflow, overflow_message, reported_window
@@ -31,6 +30,7 @@ from proxy.agent.retry import RetryPolicy, Transient, classify_status, next_wait
 from proxy.agent.schemas import apply_to_request, passthrough_problem, sanitise
 from proxy.agent.sizing import Calibration, estimate_chars, overflow_body, preflight, reply_ceiling
 from proxy.agent.structured import JsonInWordsStream, json_from_words
+from proxy.agent.upstream_errors import UpstreamError, parse_upstream_error
 from proxy.agent.windows import WindowDiscovery
 from proxy.errors import ProxyError
 from proxy.observe import events as ev
@@ -207,48 +207,49 @@ class AgentLayer:
 
     # -- after an error ---------------------------------------------------------------------
     def on_error(self, job: Job, status: int, headers: Any, raw: bytes) -> Decision:
+        error = parse_upstream_error(status, raw)  # the one reading every decision below uses
         # The last upstream error, for the request's log line (which masks keys).
-        job.upstream_error = f"HTTP {status}: {error_text(raw)[:500]}"
+        job.upstream_error = f"HTTP {status}: {error.text[:500]}"
         if job.route == "chat":
-            decision = self._chat_error(job, status, raw)
+            decision = self._chat_error(job, error)
             if decision is not None:
                 return decision
-        transient = classify_status(status, headers, raw)
+        transient = classify_status(error, headers)
         if transient is not None:
             decision = self._retry(job, transient)
             if decision is not None:
                 return decision
-        return Decision.give(status, upstream_error_body(status, raw))
+        return Decision.give(status, upstream_error_body(error))
 
-    def _chat_error(self, job: Job, status: int, raw: bytes) -> Decision | None:
+    def _chat_error(self, job: Job, error: UpstreamError) -> Decision | None:
         """An error on the chat route: an overflow mapped, a refusal latched and resent, or
         None when neither (then it may be transient)."""
         up, model = job.upstream, job.events.model
-        if is_overflow(status, raw):
+        if is_overflow(error):
             job.events.emit(ev.OVERFLOW, "", where="upstream")
-            reported = reported_window(raw)  # llama.cpp says its n_ctx: refuse early next time
+            reported = reported_window(error)  # llama.cpp says its n_ctx: refuse early next time
             if reported:
                 self.windows(up).learn(model, reported)
-            return Decision.give(400, overflow_body(overflow_message(raw)))
+            return Decision.give(400, overflow_body(overflow_message(error)))
         if job.negotiation.resends >= MAX_RESENDS:
             return None
         known = self.store.view(up.endpoint_id, model)[1]
         sent = job.sent or job.body
-        refusal = classify(status, raw, sent, droppable=self.droppable(up), known=known)
+        refusal = classify(error, sent, droppable=self.droppable(up), known=known)
         if refusal is None:
             # A refusal of something latched since this request was built (classify, told
             # what is known, had nothing new to learn): the rebuilt body avoids it. Once.
-            if self._raced(job) and classify(status, raw, sent, droppable=self.droppable(up)):
+            if self._raced(job) and classify(error, sent, droppable=self.droppable(up)):
                 return self._resend_after_race(job)
             return None
         if not self._worth_latching(job, refusal):
-            return Decision.give(status, upstream_error_body(status, raw))
+            return Decision.give(error.status, upstream_error_body(error))
         if self.store.learn(up.endpoint_id, model, refusal, upstream=up.name):
             return self._latched(job, refusal)
         if self._raced(job):
             # Another request learned this refusal while ours was in flight: send again, once.
             return self._resend_after_race(job)
-        return Decision.give(status, upstream_error_body(status, raw))
+        return Decision.give(error.status, upstream_error_body(error))
 
     def _worth_latching(self, job: Job, refusal: Refusal) -> bool:
         if refusal.capability == "strict_schemas":

@@ -25,7 +25,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from proxy.agent.overflow import parse_error
+from proxy.agent.upstream_errors import parse_upstream_error
 from proxy.errors import error_body
 from proxy.observe import events as ev
 from proxy.observe import logs
@@ -449,9 +449,10 @@ class StreamRelay:
         """The upstream reported an error after content reached the client: relay it, end."""
         job = self.job
         job.status = err.status
-        job.upstream_error = f"HTTP {err.status} mid-stream: {parse_error(err.data).message}"
+        error = parse_upstream_error(err.status, err.data)
+        job.upstream_error = f"HTTP {err.status} mid-stream: {error.message}"
         client = job.response or await out.open_stream(self.request, job)
-        await out.write(client, out.with_notices(job, frame(compact_error(err.status, err.data))))
+        await out.write(client, out.with_notices(job, frame(compact_error(error))))
         await out.end(client)
         return client
 

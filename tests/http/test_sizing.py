@@ -14,7 +14,7 @@ import openai
 import orjson
 import pytest
 
-from proxy.agent.overflow import parse_error
+from proxy.agent.upstream_errors import parse_upstream_error
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, Stream, completion
 from tests.unit.agent.test_overflow import NOT_OVERFLOWS, OVERFLOWS
@@ -322,7 +322,7 @@ async def test_every_overflow_wording_becomes_one_shape(
     err = await refused(lg, user("hi"))
     assert err.status_code == 400
     assert err.body == {
-        "message": parse_error(body).message.strip(),
+        "message": parse_upstream_error(status, body).message.strip(),
         "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded",
     }
     assert chat_posts(fake) == 1  # never retried

@@ -1,4 +1,4 @@
-"""classify, error_text and refused_names against every research wording, plus unseen ones."""
+"""classify, the error text it reads and refused_names: every research wording, and unseen ones."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from proxy.agent.negotiate import (
     DEFAULT_DROPPABLE,
     Refusal,
     classify,
-    error_text,
     is_droppable,
     next_effort,
     refused_names,
 )
+from proxy.agent.upstream_errors import parse_upstream_error as parse
 from proxy.state.latches import ModelLatches
 from tests.refusal_cases import CASES, TOOLS, Case, openai, req
 from tests.refusal_cases import SCHEMA_FORMAT as SCHEMA
@@ -21,7 +21,7 @@ from tests.refusal_cases import SCHEMA_FORMAT as SCHEMA
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_every_research_wording(case: Case) -> None:
-    got = classify(case.status, case.body, case.sent, droppable=DEFAULT_DROPPABLE)
+    got = classify(parse(case.status, case.body), case.sent, droppable=DEFAULT_DROPPABLE)
     if case.capability is None:
         assert got is None
         return
@@ -40,55 +40,57 @@ def test_case_names_are_unique() -> None:
     assert len({c.name for c in CASES}) == len(CASES)
 
 
-# --- error_text --------------------------------------------------------------------------------
+# --- the text classify reads: UpstreamError.text -----------------------------------------------
 
 
 def test_error_text_openai_message() -> None:
-    assert error_text(openai("Unknown parameter: 'x'.", param="x")) == "Unknown parameter: 'x'."
+    assert parse(400, openai("Unknown parameter: 'x'.", param="x")).text == (
+        "Unknown parameter: 'x'."
+    )
 
 
 def test_error_text_plain_string_error() -> None:
-    assert error_text(b'{"error":"llama3 does not support tools"}') == (
+    assert parse(400, b'{"error":"llama3 does not support tools"}').text == (
         "llama3 does not support tools"
     )
 
 
 def test_error_text_top_level_message_and_detail() -> None:
     body = orjson.dumps({"object": "error", "message": "one", "detail": "two"})
-    assert error_text(body) == "one\ntwo"
+    assert parse(400, body).text == "one\ntwo"
 
 
 def test_error_text_gemini_array_keeps_each_element() -> None:
     body = orjson.dumps([{"error": {"message": "first"}}, {"error": {"message": "second"}}])
-    assert error_text(body) == "first\nsecond"
+    assert parse(400, body).text == "first\nsecond"
 
 
 def test_error_text_openrouter_metadata_raw_is_opened() -> None:
     raw = openai("inner words").decode()
     body = orjson.dumps({"error": {"message": "Provider returned error", "metadata": {"raw": raw}}})
-    assert error_text(body) == f"Provider returned error\n{raw}\ninner words"
+    assert parse(400, body).text == f"Provider returned error\n{raw}\ninner words"
 
 
 def test_error_text_mistral_detail_items_keep_loc() -> None:
     item = {"type": "extra_forbidden", "loc": ["body", "seed"], "msg": "Extra inputs"}
     body = orjson.dumps({"message": {"detail": [item]}})
-    assert error_text(body) == (
+    assert parse(400, body).text == (
         '{"type":"extra_forbidden","loc":["body","seed"],"msg":"Extra inputs"}\nExtra inputs'
     )
 
 
 def test_error_text_not_json_is_raw() -> None:
-    assert error_text(b"500 tools param requires --jinja flag") == (
+    assert parse(400, b"500 tools param requires --jinja flag").text == (
         "500 tools param requires --jinja flag"
     )
 
 
 def test_error_text_invalid_utf8_does_not_raise() -> None:
-    assert error_text(b"\xff\xfe bad") == "\ufffd\ufffd bad"
+    assert parse(400, b"\xff\xfe bad").text == "\ufffd\ufffd bad"
 
 
 def test_error_text_json_string_body() -> None:
-    assert error_text(b'"just words"') == "just words"
+    assert parse(400, b'"just words"').text == "just words"
 
 
 # --- refused_names: forms beyond the research -------------------------------------------------
@@ -131,7 +133,7 @@ def test_refused_names(text: str, names: tuple[str, ...]) -> None:
 def test_classify_unseen_wording_several_fields_one_refusal() -> None:
     body = openai("Unknown fields: 'min_p', 'dry_multiplier' and 'mirostat_tau'")
     sent = req(min_p=0.1, dry_multiplier=0.8, mirostat_tau=5.0, temperature=0.7)
-    assert classify(400, body, sent, droppable=DEFAULT_DROPPABLE) == Refusal(
+    assert classify(parse(400, body), sent, droppable=DEFAULT_DROPPABLE) == Refusal(
         "refused_field", fields=("min_p", "dry_multiplier", "mirostat_tau")
     )
 
@@ -139,20 +141,20 @@ def test_classify_unseen_wording_several_fields_one_refusal() -> None:
 def test_classify_dotted_name_drops_top_level_field() -> None:
     body = openai("Unsupported parameter: 'chat_template_kwargs.enable_thinking'")
     sent = req(chat_template_kwargs={"enable_thinking": False})
-    assert classify(400, body, sent, droppable=DEFAULT_DROPPABLE) == Refusal(
+    assert classify(parse(400, body), sent, droppable=DEFAULT_DROPPABLE) == Refusal(
         "refused_field", fields=("chat_template_kwargs",)
     )
 
 
 def test_classify_field_not_sent_is_not_latched() -> None:
     body = openai("Unrecognized request argument supplied: top_k")
-    assert classify(400, body, req(min_p=0.1), droppable=DEFAULT_DROPPABLE) is None
+    assert classify(parse(400, body), req(min_p=0.1), droppable=DEFAULT_DROPPABLE) is None
 
 
 def test_classify_only_droppable_fields_latch_when_mixed() -> None:
     body = openai("Unrecognized request arguments supplied: system_prompt, top_k")
     sent = req(system_prompt="x", top_k=3)
-    assert classify(400, body, sent, droppable=DEFAULT_DROPPABLE) == Refusal(
+    assert classify(parse(400, body), sent, droppable=DEFAULT_DROPPABLE) == Refusal(
         "refused_field", fields=("top_k",)
     )
 
@@ -160,7 +162,7 @@ def test_classify_only_droppable_fields_latch_when_mixed() -> None:
 def test_classify_config_can_add_droppable_names() -> None:
     body = openai("Unsupported parameter: 'top_p' is not supported with this model.")
     droppable = DEFAULT_DROPPABLE | {"top_p"}
-    assert classify(400, body, req(top_p=0.9), droppable=droppable) == Refusal(
+    assert classify(parse(400, body), req(top_p=0.9), droppable=droppable) == Refusal(
         "refused_field", fields=("top_p",)
     )
 
@@ -168,30 +170,30 @@ def test_classify_config_can_add_droppable_names() -> None:
 def test_classify_config_can_remove_droppable_names() -> None:
     body = openai("Unrecognized request argument supplied: top_k")
     droppable = DEFAULT_DROPPABLE - {"top_k"}
-    assert classify(400, body, req(top_k=3), droppable=droppable) is None
+    assert classify(parse(400, body), req(top_k=3), droppable=droppable) is None
 
 
 def test_classify_field_name_matched_case_insensitively_to_sent_key() -> None:
     body = openai("Unknown parameter: 'Top_K'")
-    assert classify(400, body, req(top_k=3), droppable=DEFAULT_DROPPABLE) == Refusal(
+    assert classify(parse(400, body), req(top_k=3), droppable=DEFAULT_DROPPABLE) == Refusal(
         "refused_field", fields=("top_k",)
     )
 
 
 def test_classify_tools_refusal_without_tools_sent_is_none() -> None:
     body = openai("llama3 does not support tools")
-    assert classify(400, body, req(), droppable=DEFAULT_DROPPABLE) is None
+    assert classify(parse(400, body), req(), droppable=DEFAULT_DROPPABLE) is None
 
 
 def test_classify_stream_options_not_sent_is_none() -> None:
     body = openai("Unrecognized request argument supplied: stream_options")
-    assert classify(400, body, req(stream=True), droppable=DEFAULT_DROPPABLE) is None
+    assert classify(parse(400, body), req(stream=True), droppable=DEFAULT_DROPPABLE) is None
 
 
 def test_classify_status_is_not_a_gate() -> None:
     body = b"tools param requires --jinja flag"
     for status in (400, 422, 500, 501):
-        got = classify(status, body, req(tools=TOOLS), droppable=DEFAULT_DROPPABLE)
+        got = classify(parse(status, body), req(tools=TOOLS), droppable=DEFAULT_DROPPABLE)
         assert got == Refusal("native_tools")
 
 
@@ -199,13 +201,13 @@ def test_classify_status_is_not_a_gate() -> None:
 def test_classify_auth_and_rate_limit_never_latch(status: int) -> None:
     body = openai("Unsupported parameter: 'max_tokens' is not supported with this model. Use "
                   "'max_completion_tokens' instead.")
-    assert classify(status, body, req(max_tokens=5), droppable=DEFAULT_DROPPABLE) is None
+    assert classify(parse(status, body), req(max_tokens=5), droppable=DEFAULT_DROPPABLE) is None
 
 
 def test_classify_grammar_rule_wins_over_tools_rule() -> None:
     body = openai("Unable to generate parser for this template. Automatic parser generation "
                   "failed: JSON schema conversion failed:\nUnrecognized schema: {}")
-    assert classify(400, body, req(tools=TOOLS), droppable=DEFAULT_DROPPABLE) == Refusal(
+    assert classify(parse(400, body), req(tools=TOOLS), droppable=DEFAULT_DROPPABLE) == Refusal(
         "strict_schemas"
     )
 
@@ -221,19 +223,19 @@ def _effort_refusal(value: str, supported: str | None = None) -> bytes:
 
 
 def test_ladder_without_list_steps_to_next_rung() -> None:
-    got = classify(400, _effort_refusal("none"), req(reasoning_effort="none"))
+    got = classify(parse(400, _effort_refusal("none")), req(reasoning_effort="none"))
     assert got == Refusal("effort_value", refused_effort="none", next_effort="minimal")
 
 
 def test_ladder_skips_values_already_refused() -> None:
     known = ModelLatches(refused_efforts={"none", "minimal"})
-    got = classify(400, _effort_refusal("low"), req(reasoning_effort="low"), known=known)
+    got = classify(parse(400, _effort_refusal("low")), req(reasoning_effort="low"), known=known)
     assert got == Refusal("effort_value", refused_effort="low", next_effort="medium")
 
 
 def test_ladder_published_list_in_refusal_order_keeps_ladder_values_only() -> None:
     body = _effort_refusal("minimal", "'high', 'xhigh', 'medium'")
-    got = classify(400, body, req(reasoning_effort="minimal"))
+    got = classify(parse(400, body), req(reasoning_effort="minimal"))
     assert got == Refusal(
         "effort_value", refused_effort="minimal", next_effort="medium",
         supported_efforts=("high", "medium"),
@@ -242,26 +244,27 @@ def test_ladder_published_list_in_refusal_order_keeps_ladder_values_only() -> No
 
 def test_ladder_never_steps_down() -> None:
     body = _effort_refusal("high", "'low', 'medium'")
-    assert classify(400, body, req(reasoning_effort="high")) is None
+    assert classify(parse(400, body), req(reasoning_effort="high")) is None
 
 
 def test_ladder_nothing_above_top_rung() -> None:
-    assert classify(400, _effort_refusal("high"), req(reasoning_effort="high")) is None
+    assert classify(parse(400, _effort_refusal("high")), req(reasoning_effort="high")) is None
 
 
 def test_ladder_value_off_the_ladder() -> None:
-    assert classify(400, _effort_refusal("xhigh"), req(reasoning_effort="xhigh")) is None
+    assert classify(parse(400, _effort_refusal("xhigh")), req(reasoning_effort="xhigh")) is None
 
 
 def test_ladder_repeated_refusal_with_nothing_new() -> None:
     known = ModelLatches(refused_efforts={"none"})
-    assert classify(400, _effort_refusal("none"), req(reasoning_effort="none"), known=known) is None
+    error = parse(400, _effort_refusal("none"))
+    assert classify(error, req(reasoning_effort="none"), known=known) is None
 
 
 def test_ladder_repeated_refusal_with_a_new_list_is_new() -> None:
     known = ModelLatches(refused_efforts={"none"})
     body = _effort_refusal("none", "'low', 'high'")
-    got = classify(400, body, req(reasoning_effort="none"), known=known)
+    got = classify(parse(400, body), req(reasoning_effort="none"), known=known)
     assert got == Refusal(
         "effort_value", refused_effort="none", next_effort="low", supported_efforts=("low", "high")
     )
@@ -269,13 +272,13 @@ def test_ladder_repeated_refusal_with_a_new_list_is_new() -> None:
 
 def test_ladder_uses_held_list_when_refusal_gives_none() -> None:
     known = ModelLatches(supported_efforts=["medium", "high"])
-    got = classify(400, _effort_refusal("low"), req(reasoning_effort="low"), known=known)
+    got = classify(parse(400, _effort_refusal("low")), req(reasoning_effort="low"), known=known)
     assert got == Refusal("effort_value", refused_effort="low", next_effort="medium")
 
 
 def test_ladder_value_taken_from_sent_body_when_text_names_none() -> None:
     body = openai("reasoning_effort: Input should be 'low', 'medium' or 'high'")
-    got = classify(400, body, req(reasoning_effort="minimal"))
+    got = classify(parse(400, body), req(reasoning_effort="minimal"))
     assert got == Refusal(
         "effort_value", refused_effort="minimal", next_effort="low",
         supported_efforts=("low", "medium", "high"),
@@ -284,7 +287,7 @@ def test_ladder_value_taken_from_sent_body_when_text_names_none() -> None:
 
 def test_ollama_invalid_value_with_list_steps_up() -> None:
     body = openai('invalid reasoning value: "none" (must be "low", "medium", or "high")')
-    got = classify(400, body, req(reasoning_effort="none"))
+    got = classify(parse(400, body), req(reasoning_effort="none"))
     assert got == Refusal(
         "effort_value", refused_effort="none", next_effort="low",
         supported_efforts=("low", "medium", "high"),
@@ -362,18 +365,18 @@ NOT_ONE_VALUE = [
 @pytest.mark.parametrize("message", ONE_VALUE)
 def test_temperature_one_value_allowed_latches(message: str) -> None:
     sent = req(temperature=0.2, top_p=0.9, top_k=5)
-    assert classify(400, openai(message), sent) == Refusal("chosen_temperature")
+    assert classify(parse(400, openai(message)), sent) == Refusal("chosen_temperature")
 
 
 @pytest.mark.parametrize("message", NOT_ONE_VALUE)
 def test_temperature_ranges_and_other_fields_are_returned(message: str) -> None:
     sent = req(temperature=0.2, top_p=0.9, top_k=5)
-    assert classify(400, openai(message), sent) is None
+    assert classify(parse(400, openai(message)), sent) is None
 
 
 def test_temperature_not_sent_is_not_latched() -> None:
     body = openai("invalid temperature: only 1 is allowed for this model")
-    assert classify(400, body, req()) is None
+    assert classify(parse(400, body), req()) is None
 
 
 # --- the other rules, beyond their first wordings -----------------------------------------------
@@ -399,7 +402,7 @@ def test_refused_names_more_forms(text: str, names: tuple[str, ...]) -> None:
 @pytest.mark.parametrize("spelt", ["presencePenalty", "PresencePenalty", "presence-penalty"])
 def test_a_field_named_in_another_case_style_is_the_field_sent(spelt: str) -> None:
     body = openai(f"Argument not supported on this model: {spelt}")
-    assert classify(400, body, req(presence_penalty=0.1)) == Refusal(
+    assert classify(parse(400, body), req(presence_penalty=0.1)) == Refusal(
         "refused_field", fields=("presence_penalty",)
     )
 
@@ -413,13 +416,13 @@ def test_a_field_named_in_another_case_style_is_the_field_sent(spelt: str) -> No
     ],
 )
 def test_token_limit_refusals_in_other_words(message: str) -> None:
-    assert classify(400, openai(message), req(max_tokens=5)) == Refusal("legacy_token_limit")
+    assert classify(parse(400, openai(message)), req(max_tokens=5)) == Refusal("legacy_token_limit")
 
 
 def test_stream_options_refused_by_its_only_key() -> None:
     body = openai("Unknown field: include_usage")
     sent = req(stream=True, stream_options={"include_usage": True})
-    assert classify(400, body, sent) == Refusal("usage_in_stream")
+    assert classify(parse(400, body), sent) == Refusal("usage_in_stream")
 
 
 @pytest.mark.parametrize(
@@ -430,7 +433,7 @@ def test_stream_options_refused_by_its_only_key() -> None:
     ],
 )
 def test_response_format_refused_in_words(message: str) -> None:
-    assert classify(400, openai(message), req(response_format=SCHEMA)) == Refusal(
+    assert classify(parse(400, openai(message)), req(response_format=SCHEMA)) == Refusal(
         "structured_output"
     )
 
@@ -446,13 +449,13 @@ def test_response_format_refused_in_words(message: str) -> None:
 def test_effort_values_refused_in_other_words(
     message: str, sent: str, refused: str, nxt: str
 ) -> None:
-    got = classify(400, openai(message), req(reasoning_effort=sent))
+    got = classify(parse(400, openai(message)), req(reasoning_effort=sent))
     assert got is not None and (got.refused_effort, got.next_effort) == (refused, nxt)
 
 
 def test_reasoning_mandatory_moves_only_an_effort_of_none() -> None:
     body = openai("Reasoning is mandatory for this endpoint and cannot be disabled.")
-    assert classify(400, body, req(reasoning_effort="low")) is None
+    assert classify(parse(400, body), req(reasoning_effort="low")) is None
 
 
 # -- what is not a refusal to latch, found at the edges -------------------------------------------
@@ -478,8 +481,8 @@ def test_an_echoed_request_body_is_not_read_as_a_refusal() -> None:
     }
     as_repr = orjson.dumps({"object": "error", "message": str([item]), "code": 400})
     as_json = orjson.dumps({"detail": [{**item, "loc": ["body"]}]})
-    assert classify(400, as_repr, sent) is None
-    assert classify(400, as_json, sent) is None
+    assert classify(parse(400, as_repr), sent) is None
+    assert classify(parse(400, as_json), sent) is None
 
 
 def test_a_refusal_of_another_field_does_not_move_the_effort() -> None:
@@ -496,7 +499,7 @@ def test_a_refusal_of_another_field_does_not_move_the_effort() -> None:
         }
     )
     sent = {"model": "m", "messages": MSG, "temperature": 0.2, "reasoning_effort": "low"}
-    got = classify(400, body, sent)
+    got = classify(parse(400, body), sent)
     assert got is not None and got.capability == "chosen_temperature"
 
 
@@ -508,8 +511,8 @@ def test_a_mistake_inside_response_format_is_the_client_s() -> None:
     ):
         body = orjson.dumps({"error": {"message": message, "type": "invalid_request_error"}})
         assert (
-            classify(400, body, {"model": "m", "messages": MSG, "response_format": schema}) is None
+            classify(parse(400, body), {"model": "m", "messages": MSG, "response_format": schema}) is None
         )
     text_only = orjson.dumps({"error": {"message": "response_format text is not supported"}})
     sent = {"model": "m", "messages": MSG, "response_format": {"type": "text"}}
-    assert classify(400, text_only, sent) is None  # latching would not change this request
+    assert classify(parse(400, text_only), sent) is None  # latching would not change this request

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import orjson
 import pytest
 
-from proxy.agent.overflow import (
-    UpstreamError,
-    is_overflow,
-    overflow_message,
-    parse_error,
-    reported_window,
-)
+from proxy.agent.overflow import is_overflow, overflow_message, reported_window
+from proxy.agent.upstream_errors import UpstreamError
+from proxy.agent.upstream_errors import parse_upstream_error as parse
+
+
+class Fields(NamedTuple):
+    """The envelope's fields of an UpstreamError, in the order the expectations below list them."""
+
+    message: str
+    type: str = ""
+    code: str = ""
+    param: str = ""
+
+
+def fields(error: UpstreamError) -> Fields:
+    return Fields(error.message, error.type, error.code, error.param)
 
 
 def openai(message: str, code: object = "context_length_exceeded", **extra: object) -> bytes:
@@ -371,24 +382,24 @@ NOT_OVERFLOWS: list[tuple[str, int, bytes]] = [
 
 @pytest.mark.parametrize(("name", "status", "body"), OVERFLOWS, ids=[o[0] for o in OVERFLOWS])
 def test_every_overflow_wording_is_recognised(name: str, status: int, body: bytes) -> None:
-    assert is_overflow(status, body) is True
+    assert is_overflow(parse(status, body)) is True
 
 
 @pytest.mark.parametrize(
     ("name", "status", "body"), NOT_OVERFLOWS, ids=[o[0] for o in NOT_OVERFLOWS]
 )
 def test_look_alikes_are_not_overflows(name: str, status: int, body: bytes) -> None:
-    assert is_overflow(status, body) is False
+    assert is_overflow(parse(status, body)) is False
 
 
 def test_overflow_message_keeps_the_upstream_text() -> None:
-    assert overflow_message(LLAMA_NOW) == (
+    assert overflow_message(parse(400, LLAMA_NOW)) == (
         "request (13919 tokens) exceeds the available context size (2048 tokens), try increasing it"
     )
     assert overflow_message(
-        b'{"error":"Cannot truncate prompt with n_keep (15028) >= n_ctx (7424)"}'
+        parse(400, b'{"error":"Cannot truncate prompt with n_keep (15028) >= n_ctx (7424)"}')
     ) == ("Cannot truncate prompt with n_keep (15028) >= n_ctx (7424)")
-    assert overflow_message(b"  plain words  ") == "plain words"
+    assert overflow_message(parse(400, b"  plain words  ")) == "plain words"
 
 
 def test_overflow_message_unwraps_openrouter() -> None:
@@ -401,12 +412,12 @@ def test_overflow_message_unwraps_openrouter() -> None:
             }
         }
     )
-    assert overflow_message(wrapped).startswith("request (13919 tokens) exceeds")
+    assert overflow_message(parse(400, wrapped)).startswith("request (13919 tokens) exceeds")
 
 
 def test_overflow_message_has_a_fallback_and_a_bound() -> None:
-    assert overflow_message(b"") == "The request exceeds the model's context window."
-    assert len(overflow_message(b"x" * 10_000)) == 2000
+    assert overflow_message(parse(400, b"")) == "The request exceeds the model's context window."
+    assert len(overflow_message(parse(400, b"x" * 10_000))) == 2000
 
 
 @pytest.mark.parametrize(
@@ -414,28 +425,28 @@ def test_overflow_message_has_a_fallback_and_a_bound() -> None:
     [
         (
             b'{"error":{"message":"m","type":"t","param":"p","code":"c"}}',
-            UpstreamError("m", "t", "c", "p"),
+            Fields("m", "t", "c", "p"),
         ),
-        (b'{"error":{"code":503,"message":"m","type":"t"}}', UpstreamError("m", "t", "503", "")),
-        (b'{"error":"just text"}', UpstreamError("just text")),
+        (b'{"error":{"code":503,"message":"m","type":"t"}}', Fields("m", "t", "503", "")),
+        (b'{"error":"just text"}', Fields("just text")),
         (
             b'{"object":"error","message":"m","type":"BadRequestError","param":null,"code":400}',
-            UpstreamError("m", "BadRequestError", "400", ""),
+            Fields("m", "BadRequestError", "400", ""),
         ),
         (
             b'[{"error":{"code":400,"message":"m","status":"INVALID_ARGUMENT"}}]',
-            UpstreamError("m", "INVALID_ARGUMENT", "400", ""),
+            Fields("m", "INVALID_ARGUMENT", "400", ""),
         ),
         (
             b'{"object":"error","message":{"detail":[{"msg":"x"}]},"type":"invalid_request_error"}',
-            UpstreamError('{"detail":[{"msg":"x"}]}', "invalid_request_error", "", ""),
+            Fields('{"detail":[{"msg":"x"}]}', "invalid_request_error", "", ""),
         ),
-        (b"<html>Bad gateway</html>", UpstreamError("<html>Bad gateway</html>")),
-        (b"[1, 2]", UpstreamError("[1, 2]")),
+        (b"<html>Bad gateway</html>", Fields("<html>Bad gateway</html>")),
+        (b"[1, 2]", Fields("[1, 2]")),
     ],
 )
-def test_parse_error_reads_every_envelope(body: bytes, expected: UpstreamError) -> None:
-    assert parse_error(body) == expected
+def test_parse_error_reads_every_envelope(body: bytes, expected: Fields) -> None:
+    assert fields(parse(400, body)) == expected
 
 
 @pytest.mark.parametrize(
@@ -450,11 +461,11 @@ def test_parse_error_reads_every_envelope(body: bytes, expected: UpstreamError) 
     ],
 )
 def test_reported_window_reads_llama_n_ctx(body: bytes, expected: int | None) -> None:
-    assert reported_window(body) == expected
+    assert reported_window(parse(400, body)) == expected
 
 
 def test_parse_error_reads_detail_when_there_is_no_message() -> None:
     # FastAPI's {"detail": "..."} and Mistral's newer {"message": [], "detail": [...]}.
-    assert parse_error(b'{"detail": "Not Found"}').message == "Not Found"
+    assert parse(404, b'{"detail": "Not Found"}').message == "Not Found"
     mistral = b'{"object": "error", "message": [], "detail": [{"msg": "Extra inputs"}]}'
-    assert parse_error(mistral).message == '[{"msg":"Extra inputs"}]'
+    assert parse(422, mistral).message == '[{"msg":"Extra inputs"}]'

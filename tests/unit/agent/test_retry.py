@@ -21,6 +21,7 @@ from proxy.agent.retry import (
     next_wait,
     server_wait,
 )
+from proxy.agent.upstream_errors import parse_upstream_error as parse
 
 NO_HEADERS: dict[str, str] = {}
 
@@ -118,12 +119,12 @@ OVERFLOW_500 = (
 def test_classify_status(
     status: int, headers: dict[str, str], body: bytes, expected: Transient | None
 ) -> None:
-    assert classify_status(status, headers, body) == expected
+    assert classify_status(parse(status, body), headers) == expected
 
 
 def test_classify_status_reads_a_case_insensitive_multidict() -> None:
     headers = CIMultiDict({"Retry-After-Ms": "1500", "X-Should-Retry": "true"})
-    assert classify_status(503, headers, b"") == Transient("status_5xx", 1.5)
+    assert classify_status(parse(503, b""), headers) == Transient("status_5xx", 1.5)
 
 
 @pytest.mark.parametrize(
@@ -140,7 +141,7 @@ def test_classify_status_reads_a_case_insensitive_multidict() -> None:
     ],
 )
 def test_is_loading(status: int, body: bytes, expected: bool) -> None:
-    assert is_loading(status, body) is expected
+    assert is_loading(parse(status, body)) is expected
 
 
 NOW = 1_700_000_000.0
@@ -241,7 +242,7 @@ def test_a_loading_model_is_polled_then_served() -> None:
     waits: list[float] = []
     attempt, waited = 0, 0.0
     for status, body in answers:
-        transient = classify_status(status, NO_HEADERS, body)
+        transient = classify_status(parse(status, body), NO_HEADERS)
         if transient is None:
             break
         wait = next_wait(POLICY, attempt, transient, loading_waited=waited)
