@@ -23,7 +23,7 @@ from typing import Any
 
 from proxy.agent.structured import ask_in_words
 from proxy.agent.upstream_errors import UpstreamError
-from proxy.state.latches import EndpointLatches, ModelLatches
+from proxy.state.latches import EndpointLatches, ModelLatches, Refusal
 
 LADDER = ("none", "minimal", "low", "medium", "high")
 
@@ -57,50 +57,46 @@ def is_droppable(name: str, droppable: frozenset[str]) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# The refusal
+# The refusal's notice
+
+# `Refusal` itself lives with the store (`proxy.state.latches`), which defines what can be
+# learned; `classify` below builds it. Its wording stays here, as a function rather than a
+# method of it: the sentence says what `build_body` sends differently from now on, it shares
+# `_field_notice` with build_body's own notices, and the store would otherwise hold (or import
+# from above it) the wording of negotiation.
 
 
-@dataclass(frozen=True)
-class Refusal:
-    """What one refusal teaches; `capability` values are metric label values."""
-
-    capability: str
-    fields: tuple[str, ...] = ()
-    refused_effort: str | None = None
-    next_effort: str | None = None
-    supported_efforts: tuple[str, ...] | None = None
-    effort_with_tools: str | None = None
-
-    def notice(self, model: str, upstream: str) -> str:
-        """One plain sentence naming the model or server and what changes from now on."""
-        server = upstream or "the upstream"
-        who = f"Model {model} on {server}"
-        if self.capability == "strict_schemas":
-            return (
-                f"{server} could not build a grammar from a JSON schema, so tool and response "
-                "schemas are now sent to it relaxed (without pattern and format)."
-            )
-        if self.capability == "usage_in_stream":
-            return (
-                f"{server} refused stream_options, so latchgate no longer sends it and streams "
-                "from this server carry no usage report."
-            )
-        if self.capability == "effort_value":
-            return self._effort_notice(who)
-        if self.capability == "refused_field":
-            return _field_notice(model, upstream, self.fields, learned=True)
-        return f"{who} {_NOTICES.get(self.capability, 'refused part of the request.')}"
-
-    def _effort_notice(self, who: str) -> str:
-        if self.effort_with_tools:
-            return (
-                f"{who} refuses function tools together with its reasoning effort, so "
-                f"reasoning_effort '{self.effort_with_tools}' is sent whenever tools are present."
-            )
+def refusal_notice(refusal: Refusal, model: str, upstream: str) -> str:
+    """One plain sentence naming the model or server and what changes from now on."""
+    server = upstream or "the upstream"
+    who = f"Model {model} on {server}"
+    if refusal.capability == "strict_schemas":
         return (
-            f"{who} refused reasoning_effort '{self.refused_effort}', so "
-            f"'{self.next_effort}' is sent instead."
+            f"{server} could not build a grammar from a JSON schema, so tool and response "
+            "schemas are now sent to it relaxed (without pattern and format)."
         )
+    if refusal.capability == "usage_in_stream":
+        return (
+            f"{server} refused stream_options, so latchgate no longer sends it and streams "
+            "from this server carry no usage report."
+        )
+    if refusal.capability == "effort_value":
+        return _effort_notice(refusal, who)
+    if refusal.capability == "refused_field":
+        return _field_notice(model, upstream, refusal.fields, learned=True)
+    return f"{who} {_NOTICES.get(refusal.capability, 'refused part of the request.')}"
+
+
+def _effort_notice(refusal: Refusal, who: str) -> str:
+    if refusal.effort_with_tools:
+        return (
+            f"{who} refuses function tools together with its reasoning effort, so "
+            f"reasoning_effort '{refusal.effort_with_tools}' is sent whenever tools are present."
+        )
+    return (
+        f"{who} refused reasoning_effort '{refusal.refused_effort}', so "
+        f"'{refusal.next_effort}' is sent instead."
+    )
 
 
 _NOTICES = {

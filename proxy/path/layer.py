@@ -19,11 +19,11 @@ import orjson
 
 from proxy.agent.negotiate import (
     DEFAULT_DROPPABLE,
-    Refusal,
     build_body,
     classify,
     client_wants_usage,
     field_topic,
+    refusal_notice,
 )
 from proxy.agent.overflow import is_overflow, overflow_message, reported_window
 from proxy.agent.retry import RetryPolicy, Transient, classify_status, next_wait
@@ -36,7 +36,7 @@ from proxy.errors import ProxyError
 from proxy.observe import events as ev
 from proxy.path.chunks import upstream_error_body
 from proxy.path.job import Decision, Job, StreamProcessor
-from proxy.state.latches import LatchStore
+from proxy.state.latches import LatchStore, Refusal
 from proxy.toolcalls.recovery import process_response
 from proxy.toolcalls.stream import StreamToolProcessor
 from proxy.upstreams.client import Upstream
@@ -271,7 +271,7 @@ class AgentLayer:
             if refusal.capability == "refused_field"
             else refusal.capability
         )
-        notice = refusal.notice(job.events.model, job.upstream.name)
+        notice = refusal_notice(refusal, job.events.model, job.upstream.name)
         job.events.emit(ev.REFUSAL, notice, capability=refusal.capability)
         self.on_latch()
         return Decision("resend", reason="latched")

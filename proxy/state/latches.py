@@ -19,10 +19,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from proxy.agent.negotiate import Refusal
+from typing import Any
 
 SNAPSHOT_VERSION = 1
 NO_KEY = "agent-core"
@@ -46,6 +43,22 @@ def endpoint_id(base_url: str, api_key: str | None) -> str:
     key = api_key if api_key else NO_KEY
     text = json.dumps([base_url, key], separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """What one refusal teaches the store; `capability` values are metric label values.
+
+    Defined here, with the store that learns it, and built by the classifier
+    (`proxy.agent.negotiate.classify`), which sits above the store and imports it from here.
+    """
+
+    capability: str
+    fields: tuple[str, ...] = ()
+    refused_effort: str | None = None
+    next_effort: str | None = None
+    supported_efforts: tuple[str, ...] | None = None
+    effort_with_tools: str | None = None
 
 
 @dataclass

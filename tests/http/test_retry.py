@@ -18,8 +18,7 @@ import openai
 import orjson
 import pytest
 
-from proxy.agent.negotiate import Refusal
-from proxy.state.latches import endpoint_id
+from proxy.state.latches import Refusal, endpoint_id
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import Drop, FakeUpstream, Json, Stream, chunk, text_stream
 

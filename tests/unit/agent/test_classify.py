@@ -7,14 +7,13 @@ import pytest
 
 from proxy.agent.negotiate import (
     DEFAULT_DROPPABLE,
-    Refusal,
     classify,
     is_droppable,
     next_effort,
     refused_names,
 )
 from proxy.agent.upstream_errors import parse_upstream_error as parse
-from proxy.state.latches import ModelLatches
+from proxy.state.latches import ModelLatches, Refusal
 from tests.refusal_cases import CASES, TOOLS, Case, openai, req
 from tests.refusal_cases import SCHEMA_FORMAT as SCHEMA
 
@@ -510,9 +509,8 @@ def test_a_mistake_inside_response_format_is_the_client_s() -> None:
         "Unknown parameter: 'response_format.json_schema.strictt'.",
     ):
         body = orjson.dumps({"error": {"message": message, "type": "invalid_request_error"}})
-        assert (
-            classify(parse(400, body), {"model": "m", "messages": MSG, "response_format": schema}) is None
-        )
+        sent = {"model": "m", "messages": MSG, "response_format": schema}
+        assert classify(parse(400, body), sent) is None
     text_only = orjson.dumps({"error": {"message": "response_format text is not supported"}})
     sent = {"model": "m", "messages": MSG, "response_format": {"type": "text"}}
     assert classify(parse(400, text_only), sent) is None  # latching would not change this request

@@ -12,9 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from proxy.agent.negotiate import Refusal
 from proxy.cli.main import main
-from proxy.state.latches import ENDPOINT_FLAGS, MODEL_FLAGS, LatchStore, endpoint_id
+from proxy.state.latches import ENDPOINT_FLAGS, MODEL_FLAGS, LatchStore, Refusal, endpoint_id
 from proxy.state.snapshots import save_file
 
 URL = "http://127.0.0.1:8080/v1"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
-from proxy.agent.negotiate import Refusal
-from proxy.state.latches import EndpointLatches, LatchStore, ModelLatches, endpoint_id
+from proxy.agent.negotiate import refusal_notice
+from proxy.state.latches import EndpointLatches, LatchStore, ModelLatches, Refusal, endpoint_id
 
 EID = "e" * 64
 
@@ -172,18 +172,18 @@ def test_describe_is_plain_data() -> None:
 
 
 def test_notices_name_model_server_and_change() -> None:
-    assert Refusal("legacy_token_limit").notice("o3", "openai") == (
+    assert refusal_notice(Refusal("legacy_token_limit"), "o3", "openai") == (
         "Model o3 on openai refused max_tokens, so the reply ceiling is now sent as "
         "max_completion_tokens.")
-    assert Refusal("refused_field", fields=("top_k", "min_p")).notice("m", "") == (
+    assert refusal_notice(Refusal("refused_field", fields=("top_k", "min_p")), "m", "") == (
         "Model m on the upstream refused top_k, min_p, so latchgate no longer sends them.")
-    assert Refusal("effort_value", refused_effort="none", next_effort="low").notice(
+    assert refusal_notice(Refusal("effort_value", refused_effort="none", next_effort="low"),
         "k", "kimi") == "Model k on kimi refused reasoning_effort 'none', so 'low' is sent instead."
-    assert Refusal("strict_schemas").notice("m", "llama").startswith(
+    assert refusal_notice(Refusal("strict_schemas"), "m", "llama").startswith(
         "llama could not build a grammar")
     for capability in ("usage_in_stream", "reasoning_effort", "chosen_temperature",
                        "structured_output", "native_tools"):
-        text = Refusal(capability).notice("m", "u")
+        text = refusal_notice(Refusal(capability), "m", "u")
         assert text.endswith(".") and "\n" not in text and "u" in text
 
 

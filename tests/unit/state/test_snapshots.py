@@ -12,8 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from proxy.agent.negotiate import Refusal
-from proxy.state.latches import SNAPSHOT_VERSION, LatchStore, ModelLatches
+from proxy.state.latches import SNAPSHOT_VERSION, LatchStore, ModelLatches, Refusal
 from proxy.state.snapshots import load_file, save_file
 
 EID = "a" * 64
