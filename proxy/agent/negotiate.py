@@ -23,9 +23,7 @@ from typing import Any
 
 from proxy.agent.structured import ask_in_words
 from proxy.agent.upstream_errors import UpstreamError
-from proxy.state.latches import EndpointLatches, ModelLatches, Refusal
-
-LADDER = ("none", "minimal", "low", "medium", "high")
+from proxy.state.latches import LADDER, EndpointLatches, ModelLatches, Refusal
 
 DEFAULT_DROPPABLE: frozenset[str] = frozenset(
     {

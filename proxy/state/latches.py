@@ -32,6 +32,9 @@ MODEL_FLAGS = (
     "native_tools",
 )
 ENDPOINT_FLAGS = ("strict_schemas", "usage_in_stream")
+# The reasoning-effort ladder (BEHAVIOUR 2.4), cheapest first. Here, below negotiate (which steps
+# along it), because the store orders the efforts it has learned by it.
+LADDER = ("none", "minimal", "low", "medium", "high")
 
 
 def endpoint_id(base_url: str, api_key: str | None) -> str:
@@ -484,8 +487,6 @@ def _model_words(model: ModelLatches) -> list[str]:
 
 def _rung(value: str) -> int:
     """A value's place on the effort ladder (BEHAVIOUR 2.4); values off it come last."""
-    from proxy.agent.negotiate import LADDER  # here, not at the top: negotiate imports this module
-
     return LADDER.index(value) if value in LADDER else len(LADDER)
 
 
