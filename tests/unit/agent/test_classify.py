@@ -42,35 +42,35 @@ def test_case_names_are_unique() -> None:
 # --- the text classify reads: UpstreamError.text -----------------------------------------------
 
 
-def test_error_text_openai_message() -> None:
+def test_error_text_read_from_openai_message() -> None:
     assert parse(400, openai("Unknown parameter: 'x'.", param="x")).text == (
         "Unknown parameter: 'x'."
     )
 
 
-def test_error_text_plain_string_error() -> None:
+def test_error_text_read_from_plain_string_error() -> None:
     assert parse(400, b'{"error":"llama3 does not support tools"}').text == (
         "llama3 does not support tools"
     )
 
 
-def test_error_text_top_level_message_and_detail() -> None:
+def test_error_text_read_from_top_level_message_and_detail() -> None:
     body = orjson.dumps({"object": "error", "message": "one", "detail": "two"})
     assert parse(400, body).text == "one\ntwo"
 
 
-def test_error_text_gemini_array_keeps_each_element() -> None:
+def test_error_text_read_from_gemini_array_keeps_each_element() -> None:
     body = orjson.dumps([{"error": {"message": "first"}}, {"error": {"message": "second"}}])
     assert parse(400, body).text == "first\nsecond"
 
 
-def test_error_text_openrouter_metadata_raw_is_opened() -> None:
+def test_error_text_read_from_openrouter_metadata_raw_is_opened() -> None:
     raw = openai("inner words").decode()
     body = orjson.dumps({"error": {"message": "Provider returned error", "metadata": {"raw": raw}}})
     assert parse(400, body).text == f"Provider returned error\n{raw}\ninner words"
 
 
-def test_error_text_mistral_detail_items_keep_loc() -> None:
+def test_error_text_read_from_mistral_detail_items_keep_loc() -> None:
     item = {"type": "extra_forbidden", "loc": ["body", "seed"], "msg": "Extra inputs"}
     body = orjson.dumps({"message": {"detail": [item]}})
     assert parse(400, body).text == (
@@ -78,17 +78,17 @@ def test_error_text_mistral_detail_items_keep_loc() -> None:
     )
 
 
-def test_error_text_not_json_is_raw() -> None:
+def test_error_text_read_from_not_json_is_raw() -> None:
     assert parse(400, b"500 tools param requires --jinja flag").text == (
         "500 tools param requires --jinja flag"
     )
 
 
-def test_error_text_invalid_utf8_does_not_raise() -> None:
+def test_error_text_read_from_invalid_utf8_does_not_raise() -> None:
     assert parse(400, b"\xff\xfe bad").text == "\ufffd\ufffd bad"
 
 
-def test_error_text_json_string_body() -> None:
+def test_error_text_read_from_json_string_body() -> None:
     assert parse(400, b'"just words"').text == "just words"
 
 

@@ -445,7 +445,7 @@ def test_overflow_message_has_a_fallback_and_a_bound() -> None:
         (b"[1, 2]", Fields("[1, 2]")),
     ],
 )
-def test_parse_error_reads_every_envelope(body: bytes, expected: Fields) -> None:
+def test_upstream_error_reads_every_envelope(body: bytes, expected: Fields) -> None:
     assert fields(parse(400, body)) == expected
 
 
@@ -464,7 +464,7 @@ def test_reported_window_reads_llama_n_ctx(body: bytes, expected: int | None) ->
     assert reported_window(parse(400, body)) == expected
 
 
-def test_parse_error_reads_detail_when_there_is_no_message() -> None:
+def test_upstream_error_reads_detail_when_there_is_no_message() -> None:
     # FastAPI's {"detail": "..."} and Mistral's newer {"message": [], "detail": [...]}.
     assert parse(404, b'{"detail": "Not Found"}').message == "Not Found"
     mistral = b'{"object": "error", "message": [], "detail": [{"msg": "Extra inputs"}]}'
