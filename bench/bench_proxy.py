@@ -46,7 +46,15 @@ import upstream as fake  # a sibling script (bench/ is not a package)
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = Path(__file__).resolve().parent
 MODES = ("whole", "stream")
-TARGETS = ("direct", "relay", "relay-cancel", "latchgate", "latchgate-info", "latchgate-compare")
+TARGETS = (
+    "direct",
+    "relay",
+    "relay-cancel",
+    "latchgate",
+    "latchgate-info",
+    "latchgate-compare",
+    "latchgate-compare-info",
+)
 DEFAULT_TARGETS = ("direct", "relay", "latchgate", "latchgate-info")
 
 WRK_DONE = """
@@ -168,7 +176,7 @@ def target_command(target: str, base: str, port: int, run_dir: Path) -> list[str
     if target.startswith("relay"):
         cmd = [sys.executable, str(BENCH / "relay.py"), "--upstream", base, "--port", str(port)]
         return cmd + (["--handler-cancellation"] if target == "relay-cancel" else [])
-    level = "info" if target == "latchgate-info" else "warning"
+    level = "info" if target.endswith("-info") else "warning"
     return [
         sys.executable,
         "-m",
@@ -288,7 +296,7 @@ def run_target(
             cmd = target_command(target, base, port, run_dir)
             log = run_dir / f"{target}-{mode}.log"
             # `python -m proxy` imports the package from its working directory first.
-            cwd = args.compare_dir if target == "latchgate-compare" else ROOT
+            cwd = args.compare_dir if target.startswith("latchgate-compare") else ROOT
             stack.enter_context(running(cmd, port, log, place.preexec(place.proxy_cpu), cwd))
         check_answer(mode, port, path)
         url = f"http://127.0.0.1:{port}{path}"
@@ -416,7 +424,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--targets",
         default=",".join(DEFAULT_TARGETS),
         help=f"some of {','.join(TARGETS)} (relay-cancel: the relay with aiohttp's "
-        "handler_cancellation, as latchgate runs; latchgate-compare: see --compare-dir)",
+        "handler_cancellation, as latchgate runs; latchgate-compare and "
+        "latchgate-compare-info: see --compare-dir)",
     )
     p.add_argument(
         "--compare-dir",
