@@ -63,12 +63,7 @@ MAX_LINES = 80
 MAX_COMPLEXITY = 20
 
 # (importer, imported) -> why it is still there. Each breaks a rule above; each goes with its cut.
-UNCUT_IMPORTS: dict[tuple[str, str], str] = {
-    ("proxy.state.latches", "proxy.agent.negotiate"): (
-        "the latch store reads Refusal (TYPE_CHECKING) and LADDER (in a function) from "
-        "negotiate, which imports the store; Refusal belongs with one of the two, not both"
-    ),
-}
+UNCUT_IMPORTS: dict[tuple[str, str], str] = {}  # none left: keep it so
 
 # "module:qualname" -> (lines, complexity) as measured when listed. Data tables are kept on
 # purpose; a function issue 14 has yet to split would be listed below them, with its numbers,
