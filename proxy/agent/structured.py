@@ -15,6 +15,8 @@ from typing import Any
 import json_repair
 import orjson
 
+from proxy.jsontext import compact
+
 Schema = dict[str, Any]
 
 _FENCE = re.compile(r"```[ \t]*[A-Za-z0-9_-]*[ \t]*\r?\n?(.*?)(?:```|\Z)", re.DOTALL)
@@ -129,7 +131,7 @@ def _repaired(span: str) -> str | None:
     # json_repair answers "" (or a bare scalar) when it found no structure; that is no JSON.
     if not isinstance(value, dict | list):
         return None
-    return orjson.dumps(value).decode()
+    return compact(value)
 
 
 class JsonInWordsStream:

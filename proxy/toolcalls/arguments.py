@@ -19,6 +19,7 @@ from typing import Any
 import json_repair
 import orjson
 
+from proxy.jsontext import compact
 from proxy.observe.events import ARGUMENTS, Event
 
 OK = "ok"
@@ -51,11 +52,6 @@ class _Unfixable(ValueError):
 
 class _Incomplete(ValueError):
     """The text ends inside a string or an open bracket: a cut-off value, not almost-JSON."""
-
-
-def compact(value: object) -> str:
-    """Compact JSON text for a parsed value (UTF-8 kept, no spaces)."""
-    return orjson.dumps(value).decode()
 
 
 def repair_arguments(raw: object, finish_reason: str | None) -> Repair:

@@ -22,12 +22,12 @@ from typing import Any
 
 import orjson
 
+from proxy.jsontext import compact
 from proxy.observe.events import TOOL_RECOVERED, Event
 from proxy.toolcalls.arguments import (
     OK,
     REPAIRED,
     argument_event,
-    compact,
     loads_lenient,
     repair_arguments,
 )

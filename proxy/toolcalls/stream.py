@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.jsontext import compact
 from proxy.observe.events import HOLDBACK_RELEASED, Event
-from proxy.toolcalls.arguments import argument_event, compact, repair_arguments
+from proxy.toolcalls.arguments import argument_event, repair_arguments
 from proxy.toolcalls.recovery import (
     END_TOKENS,
     FENCE,

@@ -141,3 +141,17 @@ def test_extract_prefers_the_answer_to_drafts_and_examples() -> None:
     assert extract_json(draft) == '{"name":"Bob","age":42}'
     two = 'Example:\n```json\n{"a": 0}\n```\nAnswer:\n```json\n{"a": 1}\n```'
     assert extract_json(two) == '{"a":1}'
+
+
+def test_repaired_json_with_an_emoji_written_as_escapes_is_sendable() -> None:
+    # Found by bench/compare_trees.py: json_repair turns "\ud83d\ude42" into two lone
+    # surrogates, which orjson refuses to write (a TypeError, a broken stream).
+    from proxy.agent.structured import JsonInWordsStream, extract_json
+
+    got = extract_json('{"a": "\\ud83d\\ude42", "n": ')
+    assert got is not None and orjson.loads(got)["a"] == "\U0001f642"
+    stream = JsonInWordsStream()
+    stream.feed({"choices": [{"index": 0, "delta": {"content": '{"a": "\\ud83d\\ude42", '}}]})
+    out = stream.finish()
+    assert orjson.loads(out[0]["choices"][0]["delta"]["content"]) == {"a": "\U0001f642"}
+    orjson.dumps(out)  # every chunk can be written
