@@ -43,11 +43,9 @@ class RawStreamRelay:
         ended = False  # [DONE] or a finish reason came
         try:
             with timer:
-                resp = await self.sender.open(job)
+                resp = await self.sender.start(job)
                 if isinstance(resp, Decision):
                     return resp
-                if resp.status >= 400:  # checked here: no coroutine for the usual answer
-                    return await self.sender.refusal(job, resp)
                 if "event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
                     raw = job.masker.bytes(await resp.read())
                     return self.whole.answer(job, resp, raw)  # the server ignored `stream`

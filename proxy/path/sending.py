@@ -66,6 +66,13 @@ class Sender:
         job.upstream_headers = headers
         return resp
 
+    async def start(self, job: Job) -> aiohttp.ClientResponse | Decision:
+        """`open`, and an error status judged at once: a 2xx response, or the decision."""
+        resp = await self.open(job)
+        if isinstance(resp, Decision) or resp.status < 400:
+            return resp
+        return await self.refusal(job, resp)
+
     async def refusal(self, job: Job, resp: aiohttp.ClientResponse) -> Decision:
         """An error status: read the body (to its end, up to a cap); the layer decides."""
         t0 = time.perf_counter()

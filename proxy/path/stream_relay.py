@@ -122,11 +122,9 @@ class StreamRelay:
         resp: aiohttp.ClientResponse | Decision | None = None
         try:
             with self.watchdog:
-                resp = await self.sender.open(job)
+                resp = await self.sender.start(job)
                 if isinstance(resp, Decision):
                     return resp
-                if resp.status >= 400:  # checked here: no coroutine for the usual answer
-                    return await self.sender.refusal(job, resp)
                 if "event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
                     return await self._whole_as_stream(resp)
                 # Chosen after `prepare` ran for this attempt: what to do with the reply

@@ -84,9 +84,11 @@ class WholeRelay:
                 resp = await self.sender.open(job)
                 if isinstance(resp, Decision):
                     return resp
+                # The server is answering: from here on only the request timeout applies (also
+                # while an error body is read), so the status is judged here, not in `start`.
                 answering = True
                 timer.reschedule(total)
-                if resp.status >= 400:  # checked here: no coroutine for the usual answer
+                if resp.status >= 400:
                     return await self.sender.refusal(job, resp)
                 t0 = time.perf_counter()
                 try:
