@@ -24,6 +24,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 DEFAULT_PORT = 8787
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 DEFAULT_IDLE_TIMEOUT = 60.0
+DEFAULT_STATE_FILE = "latchgate-state.json"
 DEFAULT_SHUTDOWN_GRACE = 10.0
 
 
@@ -272,6 +273,10 @@ def apply_server_table(
             raise ConfigError("server.state_file: expected a file path")
         path = Path(server["state_file"])
         settings.state_file = path if path.is_absolute() or base_dir is None else base_dir / path
+    elif base_dir is not None:
+        # The default the example config documents, beside the config file (as `latchgate
+        # latches --config F` looks for it): a config without the key still keeps its latches.
+        settings.state_file = base_dir / DEFAULT_STATE_FILE
     settings.client_keys = _keys_from(
         "server.client_keys", server.get("client_keys"), server.get("client_keys_env")
     )

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import orjson
 
-from proxy.settings import ConfigError, load_toml
+from proxy.settings import DEFAULT_STATE_FILE, ConfigError, load_toml
 from proxy.state.latches import LatchStore, endpoint_id
 from proxy.state.snapshots import load_file, save_file
 from proxy.timespec import parse_duration
 
-DEFAULT_STATE = "latchgate-state.json"
+DEFAULT_STATE = DEFAULT_STATE_FILE
 
 
 def _parser() -> argparse.ArgumentParser:

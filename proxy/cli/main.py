@@ -22,6 +22,7 @@ from proxy import __version__
 from proxy.observe import logs
 from proxy.settings import (
     DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_STATE_FILE,
     KINDS,
     LOG_LEVELS,
     ConfigError,
@@ -34,7 +35,7 @@ from proxy.settings import (
 
 CLIENT_KEYS_ENV = "LATCHGATE_CLIENT_KEYS"
 ADMIN_KEY_ENV = "LATCHGATE_ADMIN_KEY"
-DEFAULT_STATE = "latchgate-state.json"
+DEFAULT_STATE = DEFAULT_STATE_FILE
 
 EPILOG = f"""\
 latch management (works on the state file; run while latchgate is stopped, or use the admin

@@ -272,3 +272,10 @@ def test_help_says_the_first_token_timeout_covers_whole_answers() -> None:
     example = " ".join((ROOT / "latchgate.example.toml").read_text().split())
     assert "shutdown_grace = 10" in example
     assert "first byte of a whole answer" in example
+
+
+def test_a_config_without_state_file_keeps_latches_beside_it(tmp_path: Path) -> None:
+    # The example config says the default is latchgate-state.json, relative to the file.
+    config = tmp_path / "lg.toml"
+    config.write_text('[[upstreams]]\nname = "a"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    assert load_toml(config).state_file == tmp_path / "latchgate-state.json"
