@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from proxy.timespec import parse_duration
+
 KINDS = ("auto", "openai", "llama.cpp", "ollama", "vllm", "lmstudio", "generic")
 LOCAL_KINDS = ("llama.cpp", "ollama", "vllm", "lmstudio")
 SCHEMA_MODES = ("auto", "passthrough", "sanitise")
+RESPONSES_MODES = ("auto", "translate", "passthrough")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 DEFAULT_PORT = 8787
@@ -26,6 +29,9 @@ DEFAULT_MAX_BODY = 64 * 1024 * 1024
 DEFAULT_IDLE_TIMEOUT = 60.0
 DEFAULT_STATE_FILE = "latchgate-state.json"
 DEFAULT_SHUTDOWN_GRACE = 10.0
+DEFAULT_STORE_ENTRIES = 1000
+DEFAULT_STORE_BYTES = 256 * 1024 * 1024
+DEFAULT_STORE_AGE = 30 * 24 * 3600.0  # OpenAI keeps responses 30 days
 
 
 class ConfigError(ValueError):
@@ -56,6 +62,16 @@ class UpstreamConfig:
     droppable_add: list[str] = field(default_factory=list)
     droppable_remove: list[str] = field(default_factory=list)
     exact_token_count: bool = False
+    # /v1/responses: translated onto the chat path, or forwarded to the server's own Responses
+    # API ("auto": passthrough for OpenAI's API, where encrypted reasoning and hosted tools
+    # matter, translate for every other kind).
+    responses: str = "auto"
+
+    @property
+    def responses_mode(self) -> str:
+        if self.responses != "auto":
+            return self.responses
+        return "passthrough" if self.kind == "openai" else "translate"
 
     @property
     def effective_first_token_timeout(self) -> float:
@@ -68,6 +84,15 @@ class UpstreamConfig:
         """The server's root URL (the base URL without a trailing `/v1`), for native routes."""
         url = self.base_url.rstrip("/")
         return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+@dataclass(slots=True)
+class StoreSettings:
+    """Bounds of the stored responses (`[responses]`): the oldest go first past either cap."""
+
+    max_entries: int = DEFAULT_STORE_ENTRIES
+    max_bytes: int = DEFAULT_STORE_BYTES
+    max_age: float = DEFAULT_STORE_AGE  # seconds
 
 
 @dataclass(slots=True)
@@ -88,6 +113,7 @@ class Settings:
     # with an error event (0: at once). Bounded, so a stalled stream cannot hold up a shutdown
     # for its whole idle timeout.
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
+    store: StoreSettings = field(default_factory=lambda: StoreSettings())
 
     def upstream(self, name: str) -> UpstreamConfig:
         for up in self.upstreams:
@@ -156,7 +182,7 @@ _UPSTREAM_KEYS = {
     "name", "base_url", "kind", "api_key_env", "models", "forward_client_auth", "retries",
     "idle_timeout", "first_token_timeout", "request_timeout", "connect_timeout",
     "loading_timeout", "schema_mode", "recover_tool_calls", "holdback_limit", "context_length",
-    "droppable_add", "droppable_remove", "exact_token_count",
+    "droppable_add", "droppable_remove", "exact_token_count", "responses",
 }  # fmt: skip
 
 
@@ -196,6 +222,7 @@ def parse_upstream(raw: object, where: str) -> UpstreamConfig:
             f"{where}.holdback_limit", raw["holdback_limit"], minimum=64, integer=True
         )
     up.schema_mode = _choice(f"{where}.schema_mode", raw.get("schema_mode", "auto"), SCHEMA_MODES)
+    up.responses = _choice(f"{where}.responses", raw.get("responses", "auto"), RESPONSES_MODES)
     windows = raw.get("context_length", {})
     if not isinstance(windows, dict):
         raise ConfigError(f"{where}.context_length: expected a table of model = window")
@@ -229,10 +256,12 @@ def _keys_from(key: str, value: object, env_var: object) -> list[str]:
 
 def parse_settings(data: dict[str, Any], *, base_dir: Path | None = None) -> Settings:
     """Validate a whole config document (as TOML gives it)."""
-    allowed = {"server", "upstreams"}
+    allowed = {"server", "upstreams", "responses"}
     unknown = sorted(set(data) - allowed)
     if unknown:
-        raise ConfigError(f"unknown top-level key {unknown[0]!r}; allowed: server, upstreams")
+        raise ConfigError(
+            f"unknown top-level key {unknown[0]!r}; allowed: server, upstreams, responses"
+        )
     server = data.get("server", {})
     if not isinstance(server, dict):
         raise ConfigError("server: expected a table")
@@ -243,7 +272,42 @@ def parse_settings(data: dict[str, Any], *, base_dir: Path | None = None) -> Set
     _unique_names(upstreams)
     settings = Settings(upstreams=upstreams)
     apply_server_table(settings, server, base_dir=base_dir)
+    settings.store = parse_store(data.get("responses", {}))
     return settings
+
+
+_STORE_KEYS = {"store_entries", "store_bytes", "store_max_age"}
+
+
+def parse_store(raw: object) -> StoreSettings:
+    """Validate the `[responses]` table."""
+    if not isinstance(raw, dict):
+        raise ConfigError("responses: expected a table")
+    unknown = sorted(set(raw) - _STORE_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"responses: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_STORE_KEYS))}"
+        )
+    store = StoreSettings()
+    if "store_entries" in raw:
+        store.max_entries = _num(
+            "responses.store_entries", raw["store_entries"], minimum=0, integer=True
+        )
+    if "store_bytes" in raw:
+        store.max_bytes = _num("responses.store_bytes", raw["store_bytes"], minimum=0, integer=True)
+    if "store_max_age" in raw:
+        store.max_age = parse_age("responses.store_max_age", raw["store_max_age"])
+    return store
+
+
+def parse_age(key: str, value: object) -> float:
+    """An age: seconds, or a duration such as "30d" or "12h" (`proxy.timespec`)."""
+    if isinstance(value, str):
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+    return float(_num(key, value, minimum=1))
 
 
 _SERVER_KEYS = {

@@ -179,7 +179,9 @@ class FakeUpstream:
         if (
             request.method == "GET"
             or request.path in self.routes
-            or not request.path.endswith(("/chat/completions", "/completions", "/embeddings"))
+            or not request.path.endswith(
+                ("/chat/completions", "/completions", "/embeddings", "/responses")
+            )
         ):
             self.probes.append(Recorded(request.path, dict(request.headers), raw))
             return self._get(request)

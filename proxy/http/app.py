@@ -14,7 +14,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import HttpVersion11, web
@@ -25,10 +25,12 @@ from proxy.http.admin import add_admin_routes
 from proxy.http.auth import bearer, key_matches
 from proxy.http.bodies import UNREADABLE, parse_object, unreadable
 from proxy.http.drain import InFlight
+from proxy.http.jobs import JobMaker
 from proxy.http.protocol import ErrorAnswer
 from proxy.http.request_ids import new_request_id
+from proxy.http.responses import ResponsesRoute
 from proxy.http.routing import Router, merge_listings
-from proxy.http.validate import check_chat, check_completion, check_embeddings
+from proxy.http.validate import check_chat, check_completion, check_embeddings, check_responses
 from proxy.observe import logs
 from proxy.observe.events import RequestEvents
 from proxy.observe.masking import Masker, short_secrets
@@ -39,6 +41,7 @@ from proxy.path.layer import AgentLayer
 from proxy.path.usage import token_counts
 from proxy.settings import Settings, configured_secrets
 from proxy.state.latches import SNAPSHOT_VERSION, LatchStore, endpoint_id
+from proxy.state.responses import MemoryStore
 from proxy.state.snapshots import load_file, save_file, set_aside
 from proxy.upstreams.client import Upstream
 
@@ -62,6 +65,9 @@ class Proxy:
         self.layer = AgentLayer(self.store, self.upstreams, on_latch=self.refresh_latch_gauge)
         self.listeners = (self.metrics.on_event,)  # every request's event listeners
         self.pipeline = Pipeline(self.layer, on_attempt=self._count_attempt)
+        self.jobs = JobMaker(self.router, self.upstreams, self.listeners, self.masker)
+        bounds = settings.store
+        self.responses = MemoryStore(bounds.max_entries, bounds.max_bytes, bounds.max_age)
         self._probe_task: asyncio.Task[None] | None = None
         self.in_flight = InFlight()
         self._save_lock = asyncio.Lock()
@@ -317,7 +323,7 @@ def _unrouted(proxy: Proxy) -> Handler:
             )
         raise ProxyError(
             404,
-            f"No route {request.path}; latchgate serves /v1/chat/completions, "
+            f"No route {request.path}; latchgate serves /v1/chat/completions, /v1/responses, "
             "/v1/completions, /v1/embeddings and /v1/models.",
             code="unknown_url",
         )
@@ -326,39 +332,6 @@ def _unrouted(proxy: Proxy) -> Handler:
 
 
 # -- the forwarded routes -------------------------------------------------------------------
-
-
-def _job(
-    proxy: Proxy, request: web.Request, rid: str, route: str, path: str, raw: bytes, body: Any
-) -> Job:
-    model = body["model"]
-    name = proxy.router.route(model)
-    if name is None:
-        raise ProxyError(
-            404,
-            f"The model {model!r} does not exist here: no upstream serves it. "
-            "GET /v1/models lists the models this proxy can route.",
-            type="invalid_request_error",
-            param="model",
-            code="model_not_found",
-        )
-    events = RequestEvents(request_id=rid, upstream=name, model=model, listeners=proxy.listeners)
-    upstream = proxy.upstreams[name]
-    client_auth = request.headers.get("Authorization")
-    masker = proxy.masker
-    if upstream.config.forward_client_auth and client_auth:
-        masker = masker.with_secret(bearer(request.headers))  # what latchgate sends on its behalf
-    return Job(
-        upstream=upstream,
-        route=route,
-        path=path,
-        raw=raw,
-        body=body,
-        stream=body.get("stream") is True,
-        events=events,
-        client_auth=client_auth,
-        masker=masker,
-    )
 
 
 def _record(proxy: Proxy, rid: str, route: str, status: int, started: float, **fields: str) -> None:
@@ -408,7 +381,7 @@ def _finished(proxy: Proxy, job: Job) -> None:
     proxy.metrics.request_done(
         upstream=name,
         model=model,
-        route=job.route,
+        route=job.label,
         stream=job.stream,
         status=status,
         duration=duration,
@@ -427,7 +400,7 @@ def _finished(proxy: Proxy, job: Job) -> None:
             status=status,
             duration=duration,
             attempts=job.attempts,
-            route=job.route,
+            route=job.label,
             stream=job.stream,
             tokens=tokens,
             **_error_field(proxy, job, status),
@@ -441,6 +414,19 @@ def _error_field(proxy: Proxy, job: Job, status: int) -> dict[str, str]:
     return {"upstream_error": proxy.mask(error)}
 
 
+class FrontRoute(Protocol):
+    """A front's part in its route (`proxy.http.responses`): the job for a parsed body, and
+    what the front does with the answer once the chat path has given it."""
+
+    async def job(
+        self, request: web.Request, rid: str, raw: bytes, body: dict[str, Any]
+    ) -> Job: ...
+
+    async def answered(
+        self, request: web.Request, job: Job, response: web.StreamResponse
+    ) -> web.StreamResponse: ...
+
+
 def _api_route(
     proxy: Proxy,
     route: str,
@@ -448,13 +434,16 @@ def _api_route(
     check: Callable[[dict[str, Any]], None],
     *,
     whole_only: bool = False,
+    front: FrontRoute | None = None,
 ) -> Handler:
-    """The handler of one forwarded route: check the key and the body, route it, run the job.
+    """The handler of one forwarded route: check the key and the body, route it, run the job
+    (a front's route makes its own job, and sees the answer before it goes out).
 
     Written as one function on purpose (see "guarding every route" above): the request's own
     coroutine is the only frame between aiohttp and the pipeline.
     """
     run = proxy.pipeline.run  # every route, one attempt loop
+    make = proxy.jobs.make
 
     async def handle(request: web.Request) -> web.StreamResponse:
         rid = new_request_id(request.headers.get("x-request-id"))
@@ -477,7 +466,10 @@ def _api_route(
                 raise unreadable(exc) from None
             body = parse_object(raw)
             check(body)
-            job = _job(proxy, request, rid, route, path, raw, body)
+            if front is None:
+                job = make(request, rid, route, path, raw, body)
+            else:
+                job = await front.job(request, rid, raw, body)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # every refusal is an OpenAI-shaped answer
@@ -488,7 +480,9 @@ def _api_route(
         task = asyncio.current_task(proxy.pipeline.deadlines.loop())  # no getpid() with a loop
         proxy.in_flight.add(task, job)
         try:
-            return await run(request, job)
+            if front is None:
+                return await run(request, job)
+            return await front.answered(request, job, await run(request, job))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug of ours: logged, answered 500 (the job is counted)
@@ -631,7 +625,14 @@ def create_app(settings: Settings) -> web.Application:
         app.router.add_route(method, path, handler, expect_handler=expect)
 
     direct: dict[str, Handler] = {}
+    responses = ResponsesRoute(proxy.jobs, proxy.responses)
+    passthrough = [u for u in proxy.upstreams.values() if u.config.responses_mode == "passthrough"]
     for prefix in ("/v1", ""):
+        direct[f"{prefix}/responses"] = _api_route(
+            proxy, "responses", "/responses", check_responses, front=responses
+        )
+        for (method, path), handler in responses.handlers(passthrough).items():
+            add(method, prefix + path, _guarded(proxy, handler, needs_key=True, route="responses"))
         direct[f"{prefix}/chat/completions"] = _api_route(
             proxy, "chat", "/chat/completions", check_chat
         )

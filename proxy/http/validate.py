@@ -194,3 +194,8 @@ def check_embeddings(body: dict[str, Any]) -> None:
             param="input",
             code="missing_required_parameter",
         )
+
+
+def check_responses(body: dict[str, Any]) -> None:
+    """A Responses body: only the model here; the front checks every field it translates."""
+    _check_model(body)

@@ -13,8 +13,18 @@ from dataclasses import dataclass
 from typing import Any
 
 # The key a route's answer must carry, as a list, for the answer to be one.
-EXPECTED = {"chat": "choices", "completions": "choices", "embeddings": "data"}
-_WHAT = {"chat": "a chat completion", "completions": "a completion", "embeddings": "embeddings"}
+EXPECTED = {
+    "chat": "choices",
+    "completions": "choices",
+    "embeddings": "data",
+    "responses": "output",
+}
+_WHAT = {
+    "chat": "a chat completion",
+    "completions": "a completion",
+    "embeddings": "embeddings",
+    "responses": "a Response object",
+}
 
 
 @dataclass(frozen=True, slots=True)

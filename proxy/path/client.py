@@ -75,7 +75,7 @@ async def open_stream(
     unbuffered: bool = True,
 ) -> web.StreamResponse:
     """Prepare the client's stream (headers go out with its first write) and remember it."""
-    client = _Relayed(status=status)
+    client = _Relayed(status=status) if job.front is None else job.front.stream(status)
     client.headers["Content-Type"] = content_type
     client.headers["Cache-Control"] = "no-cache"
     if unbuffered:

@@ -5,9 +5,10 @@ loop (`proxy.path.attempts`) carries it through every attempt, and the agent lay
 writes the part of its state that is about negotiation (`Negotiation`). Everything an attempt
 decides comes back as a `Decision` the loop reads, not as an exception.
 
-The two protocols here are what the loop asks of the agent layer (`Layer`) and of a stream
-processor (`StreamProcessor`); `proxy.path.layer` implements them for a running proxy, and the
-unit tests hand the loop a fake of their own.
+The protocols here are what the loop asks of the agent layer (`Layer`), of a stream processor
+(`StreamProcessor`) and of a front that translates the answer for a client of another API
+(`Front`); `proxy.path.layer` and `proxy.fronts` implement them, and the unit tests hand the
+loop fakes of their own.
 """
 
 from __future__ import annotations
@@ -96,6 +97,27 @@ class Job:
     notices_sent: int = 0  # notices already in the response's headers or comments
     negotiation: Negotiation = field(default_factory=Negotiation)
     status: int = 0
+    front: Front | None = None  # the API the client spoke, when it is not chat (proxy.fronts)
+
+    @property
+    def label(self) -> str:
+        """The route in metrics and logs: the front the client spoke, else the route."""
+        return self.route if self.front is None else self.front.name
+
+
+class Front(Protocol):
+    """A translation between the chat path and the API the client spoke (`proxy.fronts`): the
+    chat path answers as always, and the front turns each answer into its own shape."""
+
+    name: str  # the route label in metrics and logs
+
+    def whole(self, job: Job, body: dict[str, Any]) -> bytes:
+        """The client's body for a whole chat completion."""
+        ...
+
+    def stream(self, status: int) -> web.StreamResponse:
+        """The client's stream, which takes chat events and writes the front's own."""
+        ...
 
 
 class StreamProcessor(Protocol):

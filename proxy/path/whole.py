@@ -56,10 +56,21 @@ class WholeRelay:
             # Parsed whole: orjson reads a typical answer faster than any skim of its bytes
             # could find the usage, and the shape had to be checked anyway.
             changed = self.changed(job, parsed)
+            if job.front is not None:
+                return self._translated(job, resp.status, parsed if changed is None else changed)
             if changed is not None:
                 raw = orjson.dumps(changed)
         out = web.Response(status=resp.status, body=raw)
         out.headers["Content-Type"] = resp.headers.get("Content-Type", "application/json")
+        add_headers(out, job)
+        return out
+
+    @staticmethod
+    def _translated(job: Job, status: int, body: dict[str, Any]) -> web.Response:
+        """The answer in the shape of the API the client spoke."""
+        assert job.front is not None
+        out = web.Response(status=status, body=job.front.whole(job, body))
+        out.headers["Content-Type"] = "application/json"
         add_headers(out, job)
         return out
 

@@ -37,6 +37,7 @@ from proxy.toolcalls.arguments import (
 RawCall = tuple[str, Any, bool]
 Schemas = dict[str, dict[str, Any]]
 
+RECOVERED_PREFIX = "call_recovered_"  # the ids of recovered calls: call_recovered_0, ...
 _CALL_KEYS = {
     "name",
     "arguments",
@@ -1098,7 +1099,7 @@ def build_calls(
             events.append(event)
         calls.append(
             {
-                "id": f"call_recovered_{n}",
+                "id": f"{RECOVERED_PREFIX}{n}",
                 "type": "function",
                 "function": {"name": name, "arguments": arguments},
             }

@@ -137,6 +137,18 @@ class Upstream:
         """
         return self.session.post(self.url(path), data=body, headers=self.headers(client_auth))
 
+    async def request(
+        self, method: str, path: str, query: str = "", *, client_auth: str | None = None
+    ) -> tuple[int, bytes, str]:
+        """Any request to a path of the API (`/responses/resp_1`): status, body, content type.
+        For the few routes forwarded as they are, outside the attempt loop."""
+        url = self.url(path) + (f"?{query}" if query else "")
+        async with self.session.request(
+            method, url, headers=self.headers(client_auth), timeout=ClientTimeout(total=30)
+        ) as resp:
+            raw = await resp.read()
+            return resp.status, raw, resp.content_type or "application/json"
+
     async def get_json(self, url: str, *, timeout: float = 10.0) -> tuple[int, Any]:
         """GET a URL on this server and parse JSON; (status, None) when the body is not JSON."""
         return await self._json("GET", url, None, timeout)

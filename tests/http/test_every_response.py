@@ -133,7 +133,7 @@ async def test_an_admin_body_labelled_compressed_but_plain_is_a_400(
 @pytest.mark.parametrize(
     ("method", "path", "status"),
     [
-        ("POST", "/v1/responses", 404),
+        ("POST", "/v1/response", 404),
         ("POST", "/v1/chat/completion", 404),
         ("GET", "/v1/chat/completions", 405),
         ("DELETE", "/admin/latches", 405),

@@ -1,0 +1,84 @@
+"""The client's stream on the Responses front: chat events in, Responses events out.
+
+The chat path writes to a client's stream as it always does: SSE chunks, comment lines for its
+notices, `[DONE]`, or an error event. On this front the stream it writes to is a
+`ResponsesStream`, which reads those events back and writes the Responses events they become
+(`proxy.fronts.responses.events`), so the chat path needs no second way of writing. Notices
+stay comment lines, which every SSE client skips.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from proxy.fronts.responses.events import EventWriter
+from proxy.path.chunks import loads
+from proxy.path.sse import DONE, SSEParser, next_block, parse_block
+
+
+class ResponsesStream(web.StreamResponse):
+    """A streamed response whose writes are translated from chat events."""
+
+    # Headers go out with the first bytes, as on the chat route (see proxy.path.client).
+    _send_headers_immediately = False
+
+    def __init__(self, writer: EventWriter, status: int = 200) -> None:
+        super().__init__(status=status)
+        self.events = writer
+        self._parser = SSEParser()
+
+    def translate(self, data: bytes) -> bytes:
+        """The Responses events for what the chat path wrote (whole events only)."""
+        region = self._parser.feed(data)
+        out: list[bytes] = []
+        pos = 0
+        while (found := next_block(region, pos)) is not None:
+            block, pos = found
+            event = parse_block(block)
+            if event is None:
+                continue
+            if event.data is None:
+                if event.comment is not None and not self.events.ended:
+                    out.append(b": " + event.comment + b"\n\n")
+                continue
+            out.append(self._data(event.data))
+        return b"".join(out)
+
+    def _data(self, data: bytes) -> bytes:
+        if data == DONE:
+            return self.events.done()
+        chunk = loads(data)
+        if not isinstance(chunk, dict):
+            return b""  # not JSON: nothing a Responses client could read
+        error = chunk.get("error")
+        if error is not None and "choices" not in chunk:
+            return self.events.failed(_error(error))
+        return self.events.chunk(chunk)
+
+    async def write(self, data: bytes | bytearray | memoryview) -> None:
+        translated = self.translate(bytes(data))
+        if translated:
+            await super().write(translated)
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        translated = self.translate(data) if data else b""
+        if not self.events.ended:
+            # The chat path always ends a stream with [DONE] or an error; should it ever not,
+            # the client must not take the end for a finished response.
+            translated += self.events.failed(
+                {"code": "server_error", "message": "The answer ended before it was complete."}
+            )
+        try:
+            await super().write_eof(translated)
+        except ConnectionResetError:
+            # Codex hangs up as soon as it reads response.completed: not a failure then.
+            if self.events.final is None or self.events.final.get("status") == "failed":
+                raise
+
+
+def _error(error: Any) -> dict[str, Any]:
+    if isinstance(error, dict):
+        return error
+    return {"code": "server_error", "message": str(error)}

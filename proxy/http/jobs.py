@@ -1,0 +1,83 @@
+"""Making a job: a parsed request routed to its upstream, with its events and its masker.
+
+Every forwarded route (and every front) makes its jobs here, so routing a model name, the
+"no such model" answer and what a job's answer must never carry are decided in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from proxy.errors import ProxyError
+from proxy.http.auth import bearer
+from proxy.http.routing import Router
+from proxy.observe.events import Listener, RequestEvents
+from proxy.observe.masking import Masker
+from proxy.path.job import Job
+from proxy.upstreams.client import Upstream
+
+
+class JobMaker:
+    """Routes requests and makes their jobs."""
+
+    def __init__(
+        self,
+        router: Router,
+        upstreams: Mapping[str, Upstream],
+        listeners: tuple[Listener, ...],
+        masker: Masker,
+    ) -> None:
+        self.router = router
+        self.upstreams = upstreams
+        self.listeners = listeners
+        self.masker = masker
+
+    def upstream_for(self, model: str) -> Upstream:
+        """The upstream serving `model`; a 404 the SDK reads as "model not found" if none."""
+        name = self.router.route(model)
+        if name is None:
+            raise ProxyError(
+                404,
+                f"The model {model!r} does not exist here: no upstream serves it. "
+                "GET /v1/models lists the models this proxy can route.",
+                type="invalid_request_error",
+                param="model",
+                code="model_not_found",
+            )
+        return self.upstreams[name]
+
+    def make(
+        self,
+        request: web.Request,
+        rid: str,
+        route: str,
+        path: str,
+        raw: bytes,
+        body: dict[str, Any],
+        upstream: Upstream | None = None,
+    ) -> Job:
+        """The job for `body` (already checked), sent to `upstream` or the one its model routes
+        to."""
+        model = body["model"]
+        upstream = upstream or self.upstream_for(model)
+        events = RequestEvents(
+            request_id=rid, upstream=upstream.name, model=model, listeners=self.listeners
+        )
+        client_auth = request.headers.get("Authorization")
+        masker = self.masker
+        if upstream.config.forward_client_auth and client_auth:
+            masker = masker.with_secret(bearer(request.headers))  # what is sent on its behalf
+        return Job(
+            upstream=upstream,
+            route=route,
+            path=path,
+            raw=raw,
+            body=body,
+            stream=body.get("stream") is True,
+            events=events,
+            client_auth=client_auth,
+            masker=masker,
+        )

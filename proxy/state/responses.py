@@ -1,0 +1,138 @@
+"""Stored responses: what `previous_response_id`, `item_reference` and `GET /v1/responses/{id}`
+read back.
+
+Each response is stored whole, with the input it answered already resolved (the chain before it
+included), so continuing a conversation is one lookup, and evicting an old response never cuts
+the history of a newer one short. Every entry belongs to the client key that made it (`owner`,
+a digest: no key is ever stored); another key's entry is looked up exactly like a missing one.
+
+`ResponseStore` is the interface the HTTP layer uses; `MemoryStore` is the one-process store,
+bounded by entries, bytes and age (the oldest go first). A store that replicas share (Redis)
+implements the same four coroutines.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """One stored response: the Response object and the input items it answered (with ids)."""
+
+    owner: str
+    response: dict[str, Any]
+    input_items: list[dict[str, Any]]
+
+    @property
+    def id(self) -> str:
+        return str(self.response["id"])
+
+    def items(self) -> list[dict[str, Any]]:
+        """Input and output items: the history a response continuing this one starts from."""
+        output = self.response.get("output")
+        return [*self.input_items, *(output if isinstance(output, list) else [])]
+
+
+class ResponseStore(Protocol):
+    """Where stored responses live."""
+
+    async def put(self, stored: StoredResponse) -> None: ...
+
+    async def get(self, owner: str, response_id: str) -> StoredResponse | None: ...
+
+    async def delete(self, owner: str, response_id: str) -> bool: ...
+
+    async def item(self, owner: str, item_id: str) -> dict[str, Any] | None: ...
+
+
+@dataclass(slots=True)
+class _Entry:
+    stored: StoredResponse
+    at: float
+    size: int
+
+
+class MemoryStore:
+    """Responses kept in this process, oldest evicted first past `max_entries` or `max_bytes`,
+    and forgotten after `max_age` seconds."""
+
+    def __init__(
+        self,
+        max_entries: int,
+        max_bytes: int,
+        max_age: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.max_age = max_age
+        self._clock = clock
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._items: dict[str, str] = {}  # item id -> the response whose output or input holds it
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def put(self, stored: StoredResponse) -> None:
+        size = len(orjson.dumps(stored.response)) + len(orjson.dumps(stored.input_items))
+        if size > self.max_bytes or self.max_entries == 0:
+            return  # larger than the whole store: kept nowhere (the caller's id just expires)
+        self._drop(stored.id)
+        self._entries[stored.id] = _Entry(stored, self._clock(), size)
+        self.bytes += size
+        for item in stored.items():
+            if isinstance(item.get("id"), str):
+                self._items[item["id"]] = stored.id
+        self._evict()
+
+    async def get(self, owner: str, response_id: str) -> StoredResponse | None:
+        entry = self._entries.get(response_id)
+        if entry is None or entry.stored.owner != owner:
+            return None
+        if self._clock() - entry.at > self.max_age:
+            self._drop(response_id)
+            return None
+        return entry.stored
+
+    async def delete(self, owner: str, response_id: str) -> bool:
+        if await self.get(owner, response_id) is None:
+            return False
+        self._drop(response_id)
+        return True
+
+    async def item(self, owner: str, item_id: str) -> dict[str, Any] | None:
+        holder = self._items.get(item_id)
+        stored = None if holder is None else await self.get(owner, holder)
+        if stored is None:
+            return None
+        return next((i for i in stored.items() if i.get("id") == item_id), None)
+
+    def _drop(self, response_id: str) -> None:
+        entry = self._entries.pop(response_id, None)
+        if entry is None:
+            return
+        self.bytes -= entry.size
+        for item in entry.stored.items():
+            if self._items.get(item.get("id")) == response_id:  # type: ignore[arg-type]
+                del self._items[item["id"]]
+
+    def _evict(self) -> None:
+        now = self._clock()
+        while self._entries:
+            oldest_id, oldest = next(iter(self._entries.items()))
+            expired = now - oldest.at > self.max_age
+            if (
+                not expired
+                and len(self._entries) <= self.max_entries
+                and self.bytes <= self.max_bytes
+            ):
+                return
+            self._drop(oldest_id)
