@@ -68,12 +68,6 @@ class UpstreamConfig:
     responses: str = "auto"
 
     @property
-    def responses_mode(self) -> str:
-        if self.responses != "auto":
-            return self.responses
-        return "passthrough" if self.kind == "openai" else "translate"
-
-    @property
     def effective_first_token_timeout(self) -> float:
         if self.first_token_timeout is not None:
             return self.first_token_timeout

@@ -626,12 +626,11 @@ def create_app(settings: Settings) -> web.Application:
 
     direct: dict[str, Handler] = {}
     responses = ResponsesRoute(proxy.jobs, proxy.responses)
-    passthrough = [u for u in proxy.upstreams.values() if u.config.responses_mode == "passthrough"]
     for prefix in ("/v1", ""):
         direct[f"{prefix}/responses"] = _api_route(
             proxy, "responses", "/responses", check_responses, front=responses
         )
-        for (method, path), handler in responses.handlers(passthrough).items():
+        for (method, path), handler in responses.handlers().items():
             add(method, prefix + path, _guarded(proxy, handler, needs_key=True, route="responses"))
         direct[f"{prefix}/chat/completions"] = _api_route(
             proxy, "chat", "/chat/completions", check_chat

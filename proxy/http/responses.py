@@ -17,6 +17,7 @@ import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import orjson
 from aiohttp import web
 
@@ -36,6 +37,13 @@ from proxy.upstreams.client import Upstream
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _REASONING_READERS = ("llama.cpp", "vllm")  # kinds whose chat templates read reasoning_content
+
+
+def passes_through(upstream: Upstream) -> bool:
+    """Whether /v1/responses goes to the upstream's own Responses API: as configured, and by
+    default for OpenAI's API (where encrypted reasoning and hosted tools matter)."""
+    mode = upstream.config.responses
+    return mode == "passthrough" or (mode == "auto" and upstream.kind == "openai")
 
 
 def owner_of(request: web.Request) -> str:
@@ -60,10 +68,10 @@ class ResponsesRoute:
 
     async def job(self, request: web.Request, rid: str, raw: bytes, body: dict[str, Any]) -> Job:
         upstream = self.jobs.upstream_for(body["model"])
-        if upstream.config.responses_mode == "passthrough":
-            return self.jobs.make(request, rid, "responses", "/responses", raw, body, upstream)
         if not upstream.kind_detected:
             await upstream.detect_kind()
+        if passes_through(upstream):
+            return self.jobs.make(request, rid, "responses", "/responses", raw, body, upstream)
         owner = owner_of(request)
         history = await self._history(owner, body)
         items = await self._resolved(owner, as_items(body.get("input")))
@@ -137,11 +145,11 @@ class ResponsesRoute:
 
     # -- the stored responses ------------------------------------------------------------------
 
-    def handlers(self, passthrough: list[Upstream]) -> dict[tuple[str, str], Handler]:
+    def handlers(self) -> dict[tuple[str, str], Handler]:
         """The store's routes by (method, path below /v1)."""
 
         async def get(request: web.Request) -> web.StreamResponse:
-            stored = await self._stored(request, passthrough)
+            stored = await self._stored(request)
             if isinstance(stored, web.StreamResponse):
                 return stored
             if request.query.get("stream") == "true":
@@ -151,7 +159,7 @@ class ResponsesRoute:
             return web.json_response(stored.response, dumps=_dumps)
 
         async def input_items(request: web.Request) -> web.StreamResponse:
-            stored = await self._stored(request, passthrough)
+            stored = await self._stored(request)
             if isinstance(stored, web.StreamResponse):
                 return stored
             return web.json_response(item_page(stored.input_items, request.query), dumps=_dumps)
@@ -161,7 +169,7 @@ class ResponsesRoute:
             if await self.store.delete(owner_of(request), response_id):
                 body = {"id": response_id, "object": "response", "deleted": True}
                 return web.json_response(body, dumps=_dumps)
-            forwarded = await self._forward(request, passthrough)
+            forwarded = await self._forward(request)
             if forwarded is None:
                 raise not_found(response_id)
             return forwarded
@@ -177,34 +185,44 @@ class ResponsesRoute:
             ("POST", "/responses/{response_id}/cancel"): cancel,
         }
 
-    async def _stored(
-        self, request: web.Request, passthrough: list[Upstream]
-    ) -> StoredResponse | web.StreamResponse:
+    async def _stored(self, request: web.Request) -> StoredResponse | web.StreamResponse:
         response_id = request.match_info["response_id"]
         stored = await self.store.get(owner_of(request), response_id)
         if stored is not None:
             return stored
-        forwarded = await self._forward(request, passthrough)
+        forwarded = await self._forward(request)
         if forwarded is None:
             raise not_found(response_id)
         return forwarded
 
-    async def _forward(
-        self, request: web.Request, upstreams: list[Upstream]
-    ) -> web.Response | None:
+    async def _forward(self, request: web.Request) -> web.Response | None:
         """Ask each passthrough upstream for an id the store does not hold (they keep their
-        own); None if none has it."""
+        own); None if none has it. An upstream that cannot be asked is a 502."""
         suffix = request.path.split("/responses", 1)[1]
-        for upstream in upstreams:
-            status, raw, ctype = await upstream.request(
-                request.method,
-                "/responses" + suffix,
-                request.query_string,
-                client_auth=request.headers.get("Authorization"),
-            )
+        unreachable: list[str] = []
+        for upstream in self.jobs.upstreams.values():
+            if not passes_through(upstream):
+                continue
+            try:
+                status, raw, ctype = await upstream.request(
+                    request.method,
+                    "/responses" + suffix,
+                    request.query_string,
+                    client_auth=request.headers.get("Authorization"),
+                )
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                unreachable.append(f"{upstream.name} ({type(exc).__name__})")
+                continue
             if status != 404:
                 body = self.jobs.masker.bytes(raw)
                 return web.Response(status=status, body=body, content_type=ctype)
+        if unreachable:
+            raise ProxyError(
+                502,
+                "latchgate does not hold this response and could not ask "
+                f"{', '.join(unreachable)}, which keeps its own. Retry later.",
+                code="upstream_unreachable",
+            )
         return None
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from proxy.cli.main import main
-from proxy.settings import ConfigError, Settings, load_toml
+from proxy.settings import ConfigError, Settings, StoreSettings, load_toml
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -104,6 +104,19 @@ def test_bad_settings_exit_2_with_one_line(
         ),
         ("[server]\n", "add at least one [[upstreams]]"),
         ("not toml = = =", "not valid TOML"),
+        (
+            "[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\nresponses = 'proxy'\n",
+            "upstreams[0].responses: 'proxy' is not one of auto, translate, passthrough",
+        ),
+        (
+            "[responses]\nstore_max_age = 'forever'\n[[upstreams]]\nname = 'a'\n"
+            "base_url = 'http://x/v1'\n",
+            "responses.store_max_age: 'forever' is not a duration",
+        ),
+        (
+            "[responses]\nstore_size = 1\n[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\n",
+            "responses: unknown key 'store_size'",
+        ),
     ],
 )
 def test_config_errors_name_the_key(tmp_path: Path, toml: str, message: str) -> None:
@@ -121,6 +134,10 @@ def test_example_config_is_valid() -> None:
     assert settings.upstreams[0].name == "local"
     assert settings.upstreams[0].effective_first_token_timeout == 300
     assert settings.shutdown_grace == 10
+    # The store's bounds as the example writes them are the defaults.
+    assert settings.store == StoreSettings()
+    assert (settings.store.max_entries, settings.store.max_age) == (1000, 30 * 86400)
+    assert settings.upstreams[0].responses == "auto"
 
 
 def test_serving_sets_the_collector_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -162,7 +179,10 @@ def test_serving_sets_the_collector_thresholds(monkeypatch: pytest.MonkeyPatch) 
     ],
 )
 def test_abbreviated_flags_are_refused(
-    argv: list[str], prefix: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    argv: list[str],
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`--state redis://...` once silently meant --state-file and wrote a file named `redis:`."""
@@ -224,9 +244,11 @@ def test_shutdown_grace_from_the_config_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("value", "message"),
-    [("'soon'", "server.shutdown_grace: expected a number"),
-     ("-1", "server.shutdown_grace: must be 0 or more"),
-     ("true", "server.shutdown_grace: expected a number")],
+    [
+        ("'soon'", "server.shutdown_grace: expected a number"),
+        ("-1", "server.shutdown_grace: must be 0 or more"),
+        ("true", "server.shutdown_grace: expected a number"),
+    ],
 )
 def test_bad_shutdown_grace_in_the_file_names_the_key(
     tmp_path: Path, value: str, message: str
