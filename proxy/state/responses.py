@@ -75,7 +75,9 @@ class MemoryStore:
         self.max_age = max_age
         self._clock = clock
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._items: dict[str, str] = {}  # item id -> the response whose output or input holds it
+        # (owner, item id) -> the responses holding it, oldest first (ids come from clients, so
+        # two keys may use the same one, and a conversation's later responses repeat it)
+        self._items: dict[tuple[str, str], list[str]] = {}
         self.bytes = 0
 
     def __len__(self) -> int:
@@ -88,9 +90,8 @@ class MemoryStore:
         self._drop(stored.id)
         self._entries[stored.id] = _Entry(stored, self._clock(), size)
         self.bytes += size
-        for item in stored.items():
-            if isinstance(item.get("id"), str):
-                self._items[item["id"]] = stored.id
+        for item_id in _item_ids(stored):
+            self._items.setdefault((stored.owner, item_id), []).append(stored.id)
         self._evict()
 
     async def get(self, owner: str, response_id: str) -> StoredResponse | None:
@@ -109,20 +110,24 @@ class MemoryStore:
         return True
 
     async def item(self, owner: str, item_id: str) -> dict[str, Any] | None:
-        holder = self._items.get(item_id)
-        stored = None if holder is None else await self.get(owner, holder)
-        if stored is None:
-            return None
-        return next((i for i in stored.items() if i.get("id") == item_id), None)
+        for holder in reversed(self._items.get((owner, item_id), [])):
+            stored = await self.get(owner, holder)
+            if stored is not None:
+                return next(i for i in stored.items() if i.get("id") == item_id)
+        return None
 
     def _drop(self, response_id: str) -> None:
         entry = self._entries.pop(response_id, None)
         if entry is None:
             return
         self.bytes -= entry.size
-        for item in entry.stored.items():
-            if self._items.get(item.get("id")) == response_id:  # type: ignore[arg-type]
-                del self._items[item["id"]]
+        owner = entry.stored.owner
+        for item_id in _item_ids(entry.stored):
+            holders = self._items.get((owner, item_id))
+            if holders is not None and response_id in holders:
+                holders.remove(response_id)
+                if not holders:
+                    del self._items[(owner, item_id)]
 
     def _evict(self) -> None:
         now = self._clock()
@@ -136,3 +141,7 @@ class MemoryStore:
             ):
                 return
             self._drop(oldest_id)
+
+
+def _item_ids(stored: StoredResponse) -> set[str]:
+    return {i["id"] for i in stored.items() if isinstance(i.get("id"), str)}

@@ -46,6 +46,8 @@ class _Text:
     index: int  # its output_index
     text: list[str] = field(default_factory=list)
     logprobs: list[Any] = field(default_factory=list)
+    pending: int = 0  # pieces of `text` not yet sent as a delta
+    pending_logprobs: int = 0
 
 
 @dataclass(slots=True)
@@ -80,8 +82,26 @@ class EventWriter:
 
     def chunk(self, chunk: dict[str, Any]) -> bytes:
         """The events one chat chunk becomes."""
+        self.add(chunk)
+        return self.take()
+
+    def take(self) -> bytes:
+        """The events so far, as bytes; text added since the last call goes as one delta.
+
+        Deltas are sent per `take`, not per chunk: the stream calls it once per write of the
+        chat path, so text that reached latchgate together reaches the client together, in one
+        event instead of one per token (which costs each event's framing again, for nothing a
+        client could see).
+        """
+        self._flush_text()
+        out = b"".join(self._out)
+        self._out.clear()
+        return out
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        """Take in one chat chunk (its events wait for `take`)."""
         if self.ended:
-            return b""
+            return
         self._start()
         if chunk.get("usage") is not None:
             self._usage = chunk["usage"]
@@ -90,7 +110,6 @@ class EventWriter:
             for choice in choices:
                 if isinstance(choice, dict) and choice.get("index", 0) == 0:
                     self._choice(choice)
-        return self._take()
 
     def done(self) -> bytes:
         """The chat stream ended complete (`[DONE]`): close every item, then complete."""
@@ -104,7 +123,7 @@ class EventWriter:
         )
         self._emit(f"response.{status}", response=self.final)
         self.ended = True
-        return self._take()
+        return self.take()
 
     def failed(self, error: dict[str, Any]) -> bytes:
         """The chat stream ended with an error: `response.failed`, then the `error` event."""
@@ -123,7 +142,7 @@ class EventWriter:
                   "message": message, "param": error.get("param")}  # fmt: skip
         self._emit("error", code=code, message=message, param=error.get("param"), error=nested)
         self.ended = True
-        return self._take()
+        return self.take()
 
     # -- one choice's delta -----------------------------------------------------------------
 
@@ -151,13 +170,26 @@ class EventWriter:
             self._close_live()
             item = self._open_text(kind)
         item.text.append(text)
-        if kind == "reasoning":
+        item.pending += 1
+        if logprobs is not None:
+            tokens = logprobs.get("content") if isinstance(logprobs, dict) else None
+            if isinstance(tokens, list) and tokens:
+                item.logprobs.extend(tokens)
+                item.pending_logprobs += len(tokens)
+
+    def _flush_text(self) -> None:
+        """The open item's text since its last delta, as one delta event."""
+        item = self._text
+        if item is None or not item.pending:
+            return
+        text = "".join(item.text[-item.pending :])
+        item.pending = 0
+        if item.kind == "reasoning":
             self._emit("response.reasoning_text.delta", item_id=item.id, output_index=item.index,
                        content_index=0, delta=text)  # fmt: skip
             return
-        tokens = logprobs.get("content") if isinstance(logprobs, dict) else None
-        tokens = tokens if isinstance(tokens, list) else []
-        item.logprobs.extend(tokens)
+        tokens = item.logprobs[len(item.logprobs) - item.pending_logprobs :]
+        item.pending_logprobs = 0
         self._emit("response.output_text.delta", item_id=item.id, output_index=item.index,
                    content_index=0, delta=text, logprobs=tokens)  # fmt: skip
 
@@ -181,6 +213,7 @@ class EventWriter:
         item = self._text
         if item is None:
             return
+        self._flush_text()
         self._text = None
         text = "".join(item.text)
         ids = {"item_id": item.id, "output_index": item.index, "content_index": 0}
@@ -301,7 +334,3 @@ class EventWriter:
         self.seq += 1
         self._out.append(b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n")
 
-    def _take(self) -> bytes:
-        out = b"".join(self._out)
-        self._out.clear()
-        return out

@@ -76,6 +76,7 @@ class _Builder:
     system: list[str] = field(default_factory=list)  # leading system text, merged
     seen_user: bool = False
     calls: set[str] = field(default_factory=set)  # call ids so far
+    shell_ids: dict[str, str] = field(default_factory=dict)  # local shell call item id -> call id
     open_turn: dict[str, Any] | None = None  # the assistant message calls still join
     reasoning: list[str] = field(default_factory=list)  # for the next assistant message
     dropped: set[str] = field(default_factory=set)
@@ -264,6 +265,8 @@ def _call(b: _Builder, item: dict[str, Any], param: str, kind: str) -> None:
             raise bad(f"{param}.action", f"{param}.action must be an object.")
         name = b.tools.chat_name("local_shell")
         arguments = orjson.dumps({k: v for k, v in action.items() if k != "type"}).decode()
+        if isinstance(item.get("id"), str):
+            b.shell_ids[item["id"]] = call_id
     else:
         client_name = item.get("name")
         if not isinstance(client_name, str) or not client_name:
@@ -291,6 +294,9 @@ def _arguments(item: dict[str, Any], param: str, kind: str) -> str:
 
 def _output(b: _Builder, item: dict[str, Any], param: str) -> None:
     call_id = item.get("call_id")
+    if call_id is None and item.get("type") == "local_shell_call_output":
+        # The SDK types this output {id, output}: `id` names the call it answers.
+        call_id = b.shell_ids.get(item.get("id"), item.get("id"))  # type: ignore[arg-type]
     if not isinstance(call_id, str) or call_id not in b.calls:
         raise bad(
             f"{param}.call_id",

@@ -41,21 +41,23 @@ class ResponsesStream(web.StreamResponse):
                 continue
             if event.data is None:
                 if event.comment is not None and not self.events.ended:
-                    out.append(b": " + event.comment + b"\n\n")
+                    out.append(self.events.take() + b": " + event.comment + b"\n\n")
                 continue
             out.append(self._data(event.data))
+        out.append(self.events.take())
         return b"".join(out)
 
     def _data(self, data: bytes) -> bytes:
+        """A data event taken in; the bytes of a terminal event (the rest waits for `take`)."""
         if data == DONE:
             return self.events.done()
         chunk = loads(data)
-        if not isinstance(chunk, dict):
-            return b""  # not JSON: nothing a Responses client could read
-        error = chunk.get("error")
-        if error is not None and "choices" not in chunk:
-            return self.events.failed(_error(error))
-        return self.events.chunk(chunk)
+        if isinstance(chunk, dict):  # anything else is nothing a Responses client could read
+            error = chunk.get("error")
+            if error is not None and "choices" not in chunk:
+                return self.events.failed(_error(error))
+            self.events.add(chunk)
+        return b""
 
     async def write(self, data: bytes | bytearray | memoryview) -> None:
         translated = self.translate(bytes(data))
