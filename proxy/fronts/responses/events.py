@@ -61,6 +61,9 @@ class _Call:
     index: int = -1  # its output_index, once open
 
 
+_PLAIN = frozenset({"content", "role"})  # a delta with only these keys is just more text
+
+
 class EventWriter:
     """Chat chunks in, Responses events out (as bytes on the wire)."""
 
@@ -102,13 +105,15 @@ class EventWriter:
         """Take in one chat chunk (its events wait for `take`)."""
         if self.ended:
             return
-        self._start()
-        if chunk.get("usage") is not None:
-            self._usage = chunk["usage"]
+        if not self.started:
+            self._start()
+        usage = chunk.get("usage")
+        if usage is not None:
+            self._usage = usage
         choices = chunk.get("choices")
-        if isinstance(choices, list):
+        if type(choices) is list:
             for choice in choices:
-                if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                if type(choice) is dict and not choice.get("index"):
                     self._choice(choice)
 
     def done(self) -> bytes:
@@ -148,20 +153,37 @@ class EventWriter:
 
     def _choice(self, choice: dict[str, Any]) -> None:
         delta = choice.get("delta")
-        if isinstance(delta, dict):
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if isinstance(reasoning, str) and reasoning:
-                self._text_delta("reasoning", reasoning, None)
+        item = self._text
+        if (
+            item is not None
+            and item.kind == "message"
+            and type(delta) is dict
+            and delta.keys() <= _PLAIN
+            and choice.get("logprobs") is None
+        ):
+            # The common chunk, more text for the open message: taken in without the walk.
             content = delta.get("content")
-            if isinstance(content, str) and content:
-                self._text_delta("message", content, choice.get("logprobs"))
-            calls = delta.get("tool_calls")
-            if isinstance(calls, list):
-                for position, fragment in enumerate(calls):
-                    if isinstance(fragment, dict):
-                        self._fragment(fragment, position)
+            if content and type(content) is str:
+                item.text.append(content)
+                item.pending += 1
+        elif type(delta) is dict:
+            self._delta(choice, delta)
         if choice.get("finish_reason"):
             self._finish = choice["finish_reason"]
+
+    def _delta(self, choice: dict[str, Any], delta: dict[str, Any]) -> None:
+        """Any other delta: reasoning, text, call fragments, in that order."""
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            self._text_delta("reasoning", reasoning, None)
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._text_delta("message", content, choice.get("logprobs"))
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for position, fragment in enumerate(calls):
+                if isinstance(fragment, dict):
+                    self._fragment(fragment, position)
 
     def _text_delta(self, kind: str, text: str, logprobs: object) -> None:
         item = self._text
@@ -325,7 +347,8 @@ class EventWriter:
         if self.started:
             return
         self.started = True
-        response = response_object(self.ctx, "in_progress", [], None)
+        # One encoding of the response for both events (with a client's tools it is large).
+        response = orjson.Fragment(orjson.dumps(response_object(self.ctx, "in_progress", [], None)))
         self._emit("response.created", response=response)
         self._emit("response.in_progress", response=response)
 
@@ -333,4 +356,3 @@ class EventWriter:
         event = {"type": kind, "sequence_number": self.seq, **fields}
         self.seq += 1
         self._out.append(b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n")
-

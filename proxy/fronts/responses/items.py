@@ -129,6 +129,10 @@ def _item(b: _Builder, item: object, param: str) -> None:
     kind = item.get("type")
     if kind is None and "role" in item:
         kind = "message"  # `type` is optional on messages
+    elif kind is None and "id" in item:
+        raise bad(f"{param}.id", f"{param} refers to an item that is not stored here.")
+    if not isinstance(kind, str):
+        raise bad(f"{param}.type", f"{param}.type must be a string naming the item type.")
     if kind == "message":
         _message(b, item, param)
     elif kind in _CALLS:
@@ -141,10 +145,8 @@ def _item(b: _Builder, item: object, param: str) -> None:
         pass  # its tools were declared with the rest (proxy.fronts.responses.request)
     elif kind in _IGNORED_HISTORY:
         b.dropped.add(kind)
-    elif kind == "item_reference" or (kind is None and "id" in item):
+    elif kind == "item_reference":
         raise bad(f"{param}.id", f"{param} refers to an item that is not stored here.")
-    elif not isinstance(kind, str):
-        raise bad(f"{param}.type", f"{param}.type must be a string naming the item type.")
     else:
         raise bad(f"{param}.type", f"{param}.type {kind!r} is not an input item type.")
 
@@ -234,8 +236,11 @@ def _image(part: dict[str, Any], param: str) -> dict[str, Any]:
             "storage, which latchgate does not have.",
         )
     image: dict[str, Any] = {"url": url}
-    if part.get("detail") in ("low", "high", "auto"):
-        image["detail"] = part["detail"]
+    detail = part.get("detail")
+    if detail not in (None, "low", "high", "auto", "original"):
+        raise bad(f"{param}.detail", f"{param}.detail must be low, high, auto or original.")
+    if detail in ("low", "high", "auto"):  # "original" has no chat word: the server's default
+        image["detail"] = detail
     return {"type": "image_url", "image_url": image}
 
 
@@ -271,7 +276,9 @@ def _call(b: _Builder, item: dict[str, Any], param: str, kind: str) -> None:
         client_name = item.get("name")
         if not isinstance(client_name, str) or not client_name:
             raise bad(f"{param}.name", f"{param}.name must be a non-empty string.")
-        namespace = item.get("namespace") if isinstance(item.get("namespace"), str) else None
+        namespace = item.get("namespace")
+        if namespace is not None and not isinstance(namespace, str):
+            raise bad(f"{param}.namespace", f"{param}.namespace must be a string.")
         name = b.tools.chat_name(client_name, namespace)
         arguments = _arguments(item, param, kind)
     turn = b.assistant()

@@ -111,6 +111,7 @@ def as_items(items: object) -> list[Any]:
 
 
 def _refuse_unsupported(body: dict[str, Any]) -> None:
+    _optional(body, "background", bool, "true or false")
     if body.get("background") is True:
         raise bad(
             "background",
@@ -153,11 +154,11 @@ def _number(body: dict[str, Any], name: str, low: float, high: float | None = No
 
 
 def _tools(chat: dict[str, Any], body: dict[str, Any], tools: Tools, choice: object) -> None:
+    parallel = _optional(body, "parallel_tool_calls", bool, "true or false")
     if tools.chat:
         chat["tools"] = tools.chat
         if choice is not None:
             chat["tool_choice"] = choice
-        parallel = _optional(body, "parallel_tool_calls", bool, "true or false")
         if parallel is not None:
             chat["parallel_tool_calls"] = parallel
     elif choice == "required" or isinstance(choice, dict):
@@ -174,8 +175,13 @@ def _sampling(chat: dict[str, Any], body: dict[str, Any], notices: list[str]) ->
         value = _number(body, name, 0.0, high)
         if value is not None:
             chat[name] = value
-    if body.get("max_tool_calls") is not None:
+    if _number(body, "max_tool_calls", 1) is not None:
         notices.append("max_tool_calls has no chat equivalent and was not applied.")
+    top = body.get("top_logprobs")
+    if top is not None and (
+        isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 20
+    ):
+        raise bad("top_logprobs", "'top_logprobs' must be a whole number from 0 to 20.")
     user = _optional(body, "user", str, "a string")
     if user is not None:
         chat["user"] = user
@@ -254,11 +260,8 @@ def _include(body: dict[str, Any], chat: dict[str, Any], notices: list[str]) -> 
         raise bad("include", "'include' must be a list of strings.")
     if LOGPROBS in include:
         chat["logprobs"] = True
-        top = body.get("top_logprobs")
-        if top is not None:
-            if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 20:
-                raise bad("top_logprobs", "'top_logprobs' must be a whole number from 0 to 20.")
-            chat["top_logprobs"] = top
+        if body.get("top_logprobs") is not None:
+            chat["top_logprobs"] = body["top_logprobs"]  # checked with the sampling fields
     unknown = sorted(set(include) - _KNOWN_INCLUDES)
     if unknown:
         notices.append(f"include {', '.join(unknown)}: nothing of the kind here; not included.")
@@ -289,7 +292,10 @@ def _passed_or_noted(
                 chat[name] = body[name]
     elif body.get("service_tier") not in (None, "auto", "default"):
         notices.append("service_tier is OpenAI's; the model server has none. Not applied.")
-    if isinstance(body.get("stream_options"), dict) and body["stream_options"]:
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise bad("stream_options", "'stream_options' must be an object.")
+    if options:
         notices.append("stream_options of the Responses API have no chat meaning; not applied.")
     unknown = sorted(k for k in body if k not in _FRONT_FIELDS and body[k] is not None)
     if unknown:

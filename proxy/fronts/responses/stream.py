@@ -15,7 +15,7 @@ from aiohttp import web
 
 from proxy.fronts.responses.events import EventWriter
 from proxy.path.chunks import loads
-from proxy.path.sse import DONE, SSEParser, next_block, parse_block
+from proxy.path.sse import DONE, SSEParser, parse_block
 
 
 class ResponsesStream(web.StreamResponse):
@@ -33,17 +33,17 @@ class ResponsesStream(web.StreamResponse):
         """The Responses events for what the chat path wrote (whole events only)."""
         region = self._parser.feed(data)
         out: list[bytes] = []
-        pos = 0
-        while (found := next_block(region, pos)) is not None:
-            block, pos = found
-            event = parse_block(block)
+        for block in region.split(b"\n\n"):
+            if block.startswith(b"data: ") and b"\n" not in block:
+                out.append(self._data(block[6:]))  # one data line: the usual event
+                continue
+            event = parse_block(block) if block else None
             if event is None:
                 continue
-            if event.data is None:
-                if event.comment is not None and not self.events.ended:
-                    out.append(self.events.take() + b": " + event.comment + b"\n\n")
-                continue
-            out.append(self._data(event.data))
+            if event.data is not None:
+                out.append(self._data(event.data))
+            elif event.comment is not None and not self.events.ended:
+                out.append(self.events.take() + b": " + event.comment + b"\n\n")
         out.append(self.events.take())
         return b"".join(out)
 

@@ -123,6 +123,8 @@ def _add_tool(
         _declare(out, _local_shell(), "local_shell", "local_shell", None)
     elif kind == "namespace" and namespace is None:
         _namespace(out, tool, param, notices)
+    elif kind in ("namespace", "local_shell"):
+        raise bad(f"{param}.type", f"{param}: a {kind} tool cannot sit inside a namespace.")
     else:
         # Hosted tools, and kinds newer than latchgate (which cannot know how to serve them).
         out.removed.append(kind)
@@ -261,7 +263,11 @@ def _allowed(choice: dict[str, Any], tools: Tools) -> object:
     for i, entry in enumerate(allowed):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             # Hosted tools in the list were removed with the rest: nothing to allow.
-            if isinstance(entry, dict) and entry.get("type") in HOSTED:
+            if (
+                isinstance(entry, dict)
+                and isinstance(entry.get("type"), str)
+                and (entry["type"] in HOSTED)
+            ):
                 continue
             raise bad(f"tool_choice.tools[{i}]", f"tool_choice.tools[{i}] must name a tool.")
         namespace = entry.get("namespace") if isinstance(entry.get("namespace"), str) else None
