@@ -14,9 +14,11 @@ work, each in a scheduling group of its own (see `prioritise`).
 
     .venv/bin/python bench/bench_proxy.py                  # the full table, about 4 minutes
     .venv/bin/python bench/bench_proxy.py --duration 3 --targets relay,latchgate --modes stream
+    .venv/bin/python bench/bench_proxy.py --targets relay,latchgate,latchgate-responses
 
 Prints a Markdown table (requests/s, p50, p99, and latchgate's ratios to the relay) and writes
-the raw numbers as JSON (`--json`).
+the raw numbers as JSON (`--json`). The `latchgate-responses` target sends the same request to
+`POST /v1/responses` and is reported against the chat route (`latchgate`) of the same run.
 """
 
 from __future__ import annotations
@@ -54,8 +56,11 @@ TARGETS = (
     "latchgate-info",
     "latchgate-compare",
     "latchgate-compare-info",
+    "latchgate-responses",
 )
 DEFAULT_TARGETS = ("direct", "relay", "latchgate", "latchgate-info")
+# The Responses front is measured against the chat route of the same tree (`latchgate`).
+RESPONSES = "latchgate-responses"
 
 WRK_DONE = """
 done = function(summary, latency, requests)
@@ -68,6 +73,21 @@ done = function(summary, latency, requests)
     latency.max))
 end
 """
+
+
+def responses_body(mode: str) -> bytes:
+    """The same request as `request_body`, in the Responses API (what the front translates)."""
+    body: dict[str, object] = {
+        "model": fake.MODEL,
+        "instructions": "You are a helpful assistant.",
+        "input": [{"role": "user", "content": "Say something about a fox."}],
+        "max_output_tokens": 64,
+        "temperature": 0.2,
+        "store": False,  # as Codex sends it: the store's cost is not the front's
+    }
+    if mode == "stream":
+        body["stream"] = True
+    return orjson.dumps(body)
 
 
 def request_body(mode: str) -> bytes:
@@ -209,6 +229,8 @@ def fetch(port: int, path: str, body: bytes) -> tuple[int, bytes]:
 
 def check_answer(mode: str, port: int, path: str) -> None:
     """Refuse to measure a target that does not answer correctly (an error page is fast)."""
+    if path.endswith("/responses"):
+        return check_response(mode, port, path)
     status, data = fetch(port, path, request_body(mode))
     if status != 200:
         raise RuntimeError(f"{mode} on :{port}{path} answered {status}: {data[:300]!r}")
@@ -219,6 +241,24 @@ def check_answer(mode: str, port: int, path: str) -> None:
     events = [e for e in data.split(b"\n\n") if e.startswith(b"data: ")]
     if len(events) != fake.SSE_CONTENT_CHUNKS + 3 or events[-1] != b"data: [DONE]":
         raise RuntimeError(f"stream on :{port} has {len(events)} events: {data[-300:]!r}")
+
+
+def check_response(mode: str, port: int, path: str) -> None:
+    """The Responses target must answer the upstream's text as a completed response."""
+    status, data = fetch(port, path, responses_body(mode))
+    if status != 200:
+        raise RuntimeError(f"{mode} on :{port}{path} answered {status}: {data[:300]!r}")
+    if mode == "stream":
+        events = [e for e in data.split(b"\n\n") if e.startswith(b"event: ")]
+        last = orjson.loads(events[-1].split(b"\ndata: ", 1)[1])
+        if last["type"] != "response.completed":
+            raise RuntimeError(f"stream on :{port} ended with {last['type']}: {data[-300:]!r}")
+        response = last["response"]
+    else:
+        response = orjson.loads(data)
+    text = response["output"][0]["content"][0]["text"]
+    if response["status"] != "completed" or text != "".join(fake.WORDS * 2):
+        raise RuntimeError(f"response on :{port} is not the upstream's answer: {data[:300]!r}")
 
 
 @dataclass
@@ -286,13 +326,15 @@ def run_target(
 ) -> dict[int, dict[str, float]]:
     """Start `target` for `mode`, warm it up, measure every connection count, stop it."""
     base = f"http://127.0.0.1:{up_port}/{mode}/v1"
-    script = run_dir / f"{mode}.lua"
-    script.write_text(wrk_script(request_body(mode)))
+    script = run_dir / f"{mode}-{target}.lua"
+    body = responses_body(mode) if target == RESPONSES else request_body(mode)
+    script.write_text(wrk_script(body))
     with contextlib.ExitStack() as stack:
         if target == "direct":
             port, path = up_port, f"/{mode}/v1/chat/completions"
         else:
-            port, path = free_port(), "/v1/chat/completions"
+            port = free_port()
+            path = "/v1/responses" if target == RESPONSES else "/v1/chat/completions"
             cmd = target_command(target, base, port, run_dir)
             log = run_dir / f"{target}-{mode}.log"
             # `python -m proxy` imports the package from its working directory first.
@@ -361,10 +403,42 @@ def table(cases: list[Case]) -> str:
     return "\n".join(lines)
 
 
+def responses_table(cases: list[Case]) -> str:
+    """Markdown: the Responses front against the chat route of the same run. The extra cost
+    per request is the difference of the mean times per request at saturation (1/throughput);
+    per streamed event, that over the stream's 20 chunk events."""
+    chat = {(c.mode, c.connections): c for c in cases if c.target == "latchgate"}
+    lines = [
+        "| mode | clients | chat req/s | responses req/s | ÷ chat | extra µs/request "
+        "| extra µs/event |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for c in cases:
+        base = chat.get((c.mode, c.connections))
+        if c.target != RESPONSES or base is None:
+            continue
+        extra = (1 / c.rps - 1 / base.rps) * 1e6
+        per_event = f"{extra / (fake.SSE_CONTENT_CHUNKS + 2):.1f}" if c.mode == "stream" else ""
+        lines.append(
+            f"| {c.mode} | {c.connections} | {base.rps:,.0f} | {c.rps:,.0f} "
+            f"| {c.rps / base.rps:.2f} | {extra:.0f} | {per_event} |"
+        )
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def verdict(cases: list[Case]) -> list[str]:
     relay = {(c.mode, c.connections): c for c in cases if c.target == "relay"}
     out = []
+    chat = {(c.mode, c.connections): c for c in cases if c.target == "latchgate"}
     for c in cases:
+        if c.target == RESPONSES and (c.mode, c.connections) in chat:
+            ratio = c.rps / chat[(c.mode, c.connections)].rps
+            ok = ratio >= 0.85 or c.connections == 1  # the aim is set at 32 clients
+            out.append(
+                f"{c.target} {c.mode} c={c.connections}: {ratio:.0%} of the chat route's "
+                f"throughput -> {'meets' if ok else 'MISSES'} the 15 % aim"
+            )
+            continue
         base = relay.get((c.mode, c.connections))
         if c.target.startswith("latchgate") and base is not None:
             ratio, delta = c.rps / base.rps, c.p50_ms - base.p50_ms
@@ -487,6 +561,9 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(table(cases))
     print()
+    if extra := responses_table(cases):
+        print(extra)
+        print()
     print("\n".join(f"- {line}" for line in verdict(cases)))
     if args.json:
         args.json.write_bytes(

@@ -72,9 +72,7 @@ class ResponsesRoute:
             await upstream.detect_kind()
         if passes_through(upstream):
             return self.jobs.make(request, rid, "responses", "/responses", raw, body, upstream)
-        owner = owner_of(request)
-        history = await self._history(owner, body)
-        items = await self._resolved(owner, as_items(body.get("input")))
+        history, items = await self._stored_input(request, body)
         resolved = {**body, "input": items} if "input" in body else body
         options = Options(
             reasoning_field="reasoning_content" if upstream.kind in _REASONING_READERS else None,
@@ -87,10 +85,24 @@ class ResponsesRoute:
         )
         ctx = Context(body["model"], translated.echo, translated.tools,
                       translated.encrypted_reasoning)  # fmt: skip
-        job.front = ResponsesFront(ctx, owner, [*history, *identified(items)], translated.store)
+        front = job.front = ResponsesFront(ctx, translated.store)
+        if front.store:  # what only storing needs (Codex, the busiest client, stores nothing)
+            front.owner = owner_of(request)
+            front.input_items = [*history, *identified(items)]
         for notice in translated.notices:
             job.events.emit(ev.INFO, notice)
         return job
+
+    async def _stored_input(
+        self, request: web.Request, body: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], list[Any]]:
+        """The previous response's history and the input with its references resolved."""
+        items = as_items(body.get("input"))
+        references = any(isinstance(i, dict) and _is_reference(i) for i in items)
+        if body.get("previous_response_id") is None and not references:
+            return [], items  # the usual request: nothing to read from the store
+        owner = owner_of(request)
+        return await self._history(owner, body), await self._resolved(owner, items)
 
     async def _history(self, owner: str, body: dict[str, Any]) -> list[dict[str, Any]]:
         previous = body.get("previous_response_id")

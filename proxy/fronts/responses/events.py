@@ -112,6 +112,10 @@ class EventWriter:
             self._usage = usage
         choices = chunk.get("choices")
         if type(choices) is list:
+            if len(choices) == 1 and type(choice := choices[0]) is dict:
+                if not choice.get("index"):
+                    self._choice(choice)  # the usual chunk: one choice
+                return
             for choice in choices:
                 if type(choice) is dict and not choice.get("index"):
                     self._choice(choice)

@@ -25,9 +25,9 @@ class ResponsesFront:
     """The translation of one Responses request's answer, and what storing it needs."""
 
     ctx: Context
-    owner: str  # who may read it back (a digest of the client's key)
-    input_items: list[dict[str, Any]]  # the input it answers, with ids, for the store
     store: bool
+    owner: str = ""  # who may read it back (a digest of the client's key), when stored
+    input_items: list[dict[str, Any]] = field(default_factory=list)  # with ids, when stored
     name: str = "responses"
     whole_response: dict[str, Any] | None = None
     writer: EventWriter | None = field(default=None)
