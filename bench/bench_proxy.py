@@ -433,10 +433,13 @@ def verdict(cases: list[Case]) -> list[str]:
     for c in cases:
         if c.target == RESPONSES and (c.mode, c.connections) in chat:
             ratio = c.rps / chat[(c.mode, c.connections)].rps
-            ok = ratio >= 0.85 or c.connections == 1  # the aim is set at 32 clients
+            # The aim (within 15 % of the chat route) is set at 32 clients.
+            aim = "" if c.connections != 32 else (
+                " -> meets the 15 % aim" if ratio >= 0.85 else " -> MISSES the 15 % aim"
+            )
             out.append(
                 f"{c.target} {c.mode} c={c.connections}: {ratio:.0%} of the chat route's "
-                f"throughput -> {'meets' if ok else 'MISSES'} the 15 % aim"
+                f"throughput{aim}"
             )
             continue
         base = relay.get((c.mode, c.connections))
