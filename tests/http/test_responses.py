@@ -679,3 +679,28 @@ async def test_an_openai_upstream_gets_the_responses_body_as_it_came(
     fake.routes["/v1/responses/resp_up1"] = Json(upstream_response)
     got = await lg.client().responses.retrieve("resp_up1")
     assert got.id == "resp_up1"
+
+
+async def test_input_items_page_and_order_and_cancel_is_refused(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    client = lg.client()
+    conversation = [{"role": "user", "content": f"message {n}"} for n in range(5)]
+    response = await client.responses.create(model=MODEL, input=conversation)  # type: ignore[arg-type]
+    newest_first = await client.responses.input_items.list(response.id, limit=2)
+    texts = [item.content[0].text for item in newest_first.data]  # type: ignore[union-attr]
+    assert texts == ["message 4", "message 3"] and newest_first.has_more is True
+    rest = await client.responses.input_items.list(
+        response.id, limit=10, order="asc", after=newest_first.data[0].id
+    )
+    assert rest.data == [] and rest.has_more is False  # message 4 is the last in asc order
+    everything = await client.responses.input_items.list(response.id, order="asc")
+    assert [i.content[0].text for i in everything.data] == [  # type: ignore[union-attr]
+        f"message {n}" for n in range(5)
+    ]
+    assert everything.first_id == everything.data[0].id
+    with pytest.raises(openai.BadRequestError):
+        await client.responses.input_items.list(response.id, limit=500)
+    with pytest.raises(openai.BadRequestError) as info:
+        await client.responses.cancel(response.id)
+    assert "background" in info.value.message

@@ -379,9 +379,12 @@ def identified(items: list[Any]) -> list[dict[str, Any]]:
         if not isinstance(item, dict):
             continue
         kind = item.get("type") or ("message" if "role" in item else "item_reference")
-        if isinstance(item.get("id"), str) and item.get("type"):
-            out.append(item)
-        else:
+        if not (isinstance(item.get("id"), str) and item.get("type")):
             prefix = _ID_PREFIXES.get(kind, "item") if isinstance(kind, str) else "item"
-            out.append({**item, "type": kind, "id": item.get("id") or new_id(prefix)})
+            item = {**item, "type": kind, "id": item.get("id") or new_id(prefix)}
+        if kind == "message" and isinstance(item.get("content"), str):
+            # Listed as OpenAI lists them: content as parts, even when sent as a string.
+            part = "output_text" if item.get("role") == "assistant" else "input_text"
+            item = {**item, "content": [{"type": part, "text": item["content"]}]}
+        out.append(item)
     return out

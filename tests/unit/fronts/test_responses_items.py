@@ -567,16 +567,20 @@ def test_identified_gives_each_item_an_id_and_a_type() -> None:
     for item, prefix in zip(out, prefixes, strict=True):
         assert item["id"].startswith(prefix)
     assert len({i["id"] for i in out}) == len(out)
-    assert out[0]["content"] == "hi" and out[1]["call_id"] == "c1"
-    assert "id" not in items[0]  # the client's items are not changed
+    # A message's string content is listed as parts, as OpenAI lists input items.
+    assert out[0]["content"] == [{"type": "input_text", "text": "hi"}]
+    assert out[1]["call_id"] == "c1"
+    assert "id" not in items[0] and items[0]["content"] == "hi"  # the client's items unchanged
 
 
 def test_identified_keeps_given_ids_and_skips_non_objects() -> None:
-    kept = {"type": "message", "role": "user", "content": "x", "id": "msg_given"}
-    untyped = {"role": "user", "content": "y", "id": "msg_untyped"}
+    kept = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x"}],
+            "id": "msg_given"}  # fmt: skip
+    untyped = {"role": "assistant", "content": "y", "id": "msg_untyped"}
     out = identified([kept, "junk", untyped, 7])
     assert out[0] is kept
-    assert out[1] == {"role": "user", "content": "y", "id": "msg_untyped", "type": "message"}
+    assert out[1] == {"role": "assistant", "content": [{"type": "output_text", "text": "y"}],
+                      "id": "msg_untyped", "type": "message"}  # fmt: skip
     assert len(out) == 2
 
 
