@@ -26,11 +26,12 @@ from proxy.http.auth import bearer, key_matches
 from proxy.http.bodies import UNREADABLE, parse_object, unreadable
 from proxy.http.drain import InFlight
 from proxy.http.jobs import JobMaker
+from proxy.http.messages import MessagesRoute, anthropic_errors
 from proxy.http.protocol import ErrorAnswer
 from proxy.http.request_ids import new_request_id
 from proxy.http.responses import ResponsesRoute
 from proxy.http.routing import Router, merge_listings
-from proxy.http.validate import check_chat, check_completion, check_embeddings, check_responses
+from proxy.http.validate import check_chat, check_completion, check_embeddings, check_front_body
 from proxy.observe import logs
 from proxy.observe.events import RequestEvents
 from proxy.observe.masking import Masker, short_secrets
@@ -324,7 +325,7 @@ def _unrouted(proxy: Proxy) -> Handler:
         raise ProxyError(
             404,
             f"No route {request.path}; latchgate serves /v1/chat/completions, /v1/responses, "
-            "/v1/completions, /v1/embeddings and /v1/models.",
+            "/v1/messages, /v1/completions, /v1/embeddings and /v1/models.",
             code="unknown_url",
         )
 
@@ -426,6 +427,10 @@ class FrontRoute(Protocol):
         self, request: web.Request, job: Job, response: web.StreamResponse
     ) -> web.StreamResponse: ...
 
+    def shaped(self, response: web.Response) -> web.Response:
+        """An error latchgate answered before the job (OpenAI-shaped) in the front's shape."""
+        ...
+
 
 def _api_route(
     proxy: Proxy,
@@ -472,8 +477,9 @@ def _api_route(
                 job = await front.job(request, rid, raw, body)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # every refusal is an OpenAI-shaped answer
-            return _rejected(proxy, request, rid, route, exc)
+        except Exception as exc:  # every refusal is an OpenAI-shaped answer (or the front's)
+            rejected = _rejected(proxy, request, rid, route, exc)
+            return rejected if front is None else front.shaped(rejected)
         if whole_only:
             job.stream = False
         proxy.metrics.inflight(job.upstream.name, 1)
@@ -489,7 +495,7 @@ def _api_route(
             job.status = 500
             response = _error_for(proxy, request, exc)
             response.headers[REQUEST_ID_HEADER] = rid
-            return response
+            return response if front is None else front.shaped(response)
         finally:
             proxy.in_flight.discard(task)
             _finished(proxy, job)
@@ -626,10 +632,18 @@ def create_app(settings: Settings) -> web.Application:
 
     direct: dict[str, Handler] = {}
     responses = ResponsesRoute(proxy.jobs, proxy.responses)
+    messages = MessagesRoute(proxy.jobs, proxy.layer.count_tokens)
+    count = anthropic_errors(
+        _guarded(proxy, messages.count_tokens(), needs_key=True, route="messages")
+    )
     for prefix in ("/v1", ""):
         direct[f"{prefix}/responses"] = _api_route(
-            proxy, "responses", "/responses", check_responses, front=responses
+            proxy, "responses", "/responses", check_front_body, front=responses
         )
+        direct[f"{prefix}/messages"] = _api_route(
+            proxy, "messages", "/messages", check_front_body, front=messages
+        )
+        add("POST", f"{prefix}/messages/count_tokens", count)
         for (method, path), handler in responses.handlers().items():
             add(method, prefix + path, _guarded(proxy, handler, needs_key=True, route="responses"))
         direct[f"{prefix}/chat/completions"] = _api_route(
@@ -648,6 +662,8 @@ def create_app(settings: Settings) -> web.Application:
     for path, handler in direct.items():
         add("POST", path, handler)  # also routed, for `create_app` served without the fast path
     app[DIRECT_ROUTES] = direct
+    # Claude Code probes the root (HEAD /) before its first request.
+    add("GET", "/", _guarded(proxy, healthz, needs_key=False))
     add("GET", "/healthz", _guarded(proxy, healthz, needs_key=False))
     add("GET", "/readyz", _guarded(proxy, readyz, needs_key=False))
     add("GET", "/metrics", _guarded(proxy, metrics_route, needs_key=False))

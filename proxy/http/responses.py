@@ -22,8 +22,9 @@ import orjson
 from aiohttp import web
 
 from proxy.errors import ProxyError
+from proxy.fronts.common import Options
 from proxy.fronts.responses.front import ResponsesFront
-from proxy.fronts.responses.items import Options, identified
+from proxy.fronts.responses.items import identified
 from proxy.fronts.responses.output import Context
 from proxy.fronts.responses.request import as_items, translate
 from proxy.http.auth import bearer
@@ -36,7 +37,6 @@ from proxy.state.responses import ResponseStore, StoredResponse
 from proxy.upstreams.client import Upstream
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-_REASONING_READERS = ("llama.cpp", "vllm")  # kinds whose chat templates read reasoning_content
 
 
 def passes_through(upstream: Upstream) -> bool:
@@ -74,10 +74,7 @@ class ResponsesRoute:
             return self.jobs.make(request, rid, "responses", "/responses", raw, body, upstream)
         history, items = await self._stored_input(request, body)
         resolved = {**body, "input": items} if "input" in body else body
-        options = Options(
-            reasoning_field="reasoning_content" if upstream.kind in _REASONING_READERS else None,
-            files=upstream.kind == "openai",
-        )
+        options = Options.for_kind(upstream.kind)
         translated = translate(resolved, history, options, openai=upstream.kind == "openai")
         chat = translated.chat
         job = self.jobs.make(
@@ -154,6 +151,10 @@ class ResponsesRoute:
         if front.store and final is not None:
             await self.store.put(StoredResponse(front.owner, final, front.input_items))
         return response
+
+    @staticmethod
+    def shaped(response: web.Response) -> web.Response:
+        return response  # the Responses API's errors are OpenAI's
 
     # -- the stored responses ------------------------------------------------------------------
 

@@ -196,6 +196,7 @@ def check_embeddings(body: dict[str, Any]) -> None:
         )
 
 
-def check_responses(body: dict[str, Any]) -> None:
-    """A Responses body: only the model here; the front checks every field it translates."""
+def check_front_body(body: dict[str, Any]) -> None:
+    """A front's body (Responses, Messages): only the model here; the front checks every
+    field it translates."""
     _check_model(body)

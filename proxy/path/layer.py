@@ -156,6 +156,20 @@ class AgentLayer:
             400, body["message"], type=body["type"], param=body["param"], code=body["code"]
         )
 
+    async def count_tokens(
+        self, up: Upstream, model: str, messages: list[dict[str, Any]], tools: Any
+    ) -> int:
+        """A prompt's size in tokens: the server's own count where it has one (llama.cpp),
+        else the estimate, calibrated by this model's earlier answers."""
+        key = (up.endpoint_id, model)
+        chars = estimate_chars(messages, tools)
+        if up.kind == "llama.cpp":
+            exact = await up.count_prompt_tokens(messages, tools)
+            if exact is not None:
+                self.calibration.observe(key, chars, exact)
+                return exact
+        return self.calibration.tokens(key, chars)
+
     def prepare(self, job: Job) -> tuple[dict[str, Any], bytes]:
         if job.route != "chat":
             return job.body, job.raw

@@ -8,6 +8,5 @@
 | `request` | a Responses body as a chat body, with the settings the answer echoes |
 | `output` | a chat completion as a Response object; usage and status |
 | `events` | a chat stream as Responses events, item by item |
-| `stream` | the client's stream that writes those events |
 | `front` | the front as the chat path sees it (whole answers, streams, errors) |
 """

@@ -81,6 +81,10 @@ class EventWriter:
         self._usage: object = None
         self._out: list[bytes] = []
 
+    @property
+    def completed(self) -> bool:
+        return self.final is not None and self.final["status"] != "failed"
+
     # -- what the chat path writes --------------------------------------------------------
 
     def chunk(self, chunk: dict[str, Any]) -> bytes:

@@ -2,8 +2,8 @@
 
 The chat path answers a translated request as it answers any chat request; this object is the
 `Front` it hands that answer to (`proxy.path.job.Front`): a whole completion becomes a Response
-object, a stream becomes a `ResponsesStream`. Afterwards the HTTP layer reads the final
-response from it, to store it.
+object, a stream goes through a `ChatStream` with this front's `EventWriter`. Afterwards the
+HTTP layer reads the final response from it, to store it.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from proxy.fronts.chatstream import ChatStream
 from proxy.fronts.responses.events import EventWriter
 from proxy.fronts.responses.output import Context, from_completion
-from proxy.fronts.responses.stream import ResponsesStream
 from proxy.path.job import Job
 
 
@@ -38,7 +38,7 @@ class ResponsesFront:
 
     def stream(self, status: int) -> web.StreamResponse:
         self.writer = EventWriter(self.ctx)
-        return ResponsesStream(self.writer, status)
+        return ChatStream(self.writer, status)
 
     @property
     def final(self) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from proxy.fronts.common import Options, late_system
 from proxy.fronts.responses.ids import new_id
 from proxy.fronts.responses.tools import CUSTOM_PARAMETER, Tools, bad
 
@@ -39,14 +40,6 @@ _IGNORED_HISTORY = frozenset({
 })  # fmt: skip
 _CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 _OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
-
-
-@dataclass(slots=True)
-class Options:
-    """What the upstream takes, for the parts that depend on it."""
-
-    reasoning_field: str | None = None  # the assistant field past reasoning goes in, if any
-    files: bool = False  # chat `file` content parts
 
 
 def reasoning_token(text: str) -> str:
@@ -165,11 +158,9 @@ def _message(b: _Builder, item: dict[str, Any], param: str) -> None:
             b.system.append(text)
         else:
             b.open_turn = None
-            b.messages.append({"role": "user", "content": f"[{role}] {text}"})
-            b.notices.append(
-                f"{param}: a {role} message after the conversation began was sent as a user "
-                f"message marked [{role}] (chat templates take system text only first)."
-            )
+            message, notice = late_system(role, text, param)
+            b.messages.append(message)
+            b.notices.append(notice)
         return
     if role == "assistant":
         turn = b.assistant()

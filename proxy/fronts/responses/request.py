@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.fronts.responses.items import Options, item_param, to_messages
+from proxy.fronts.common import Options
+from proxy.fronts.responses.items import item_param, to_messages
 from proxy.fronts.responses.tools import Tools, bad, translate_choice, translate_tools
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"

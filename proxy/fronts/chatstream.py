@@ -1,31 +1,56 @@
-"""The client's stream on the Responses front: chat events in, Responses events out.
+"""The client's stream on a front: chat events in, the front's own events out.
 
 The chat path writes to a client's stream as it always does: SSE chunks, comment lines for its
-notices, `[DONE]`, or an error event. On this front the stream it writes to is a
-`ResponsesStream`, which reads those events back and writes the Responses events they become
-(`proxy.fronts.responses.events`), so the chat path needs no second way of writing. Notices
-stay comment lines, which every SSE client skips.
+notices, `[DONE]`, or an error event. On a front the stream it writes to is a `ChatStream`,
+which reads those events back and hands them to the front's `Writer` (the Responses events,
+the Messages events), so the chat path needs no second way of writing and each front only says
+what a chunk becomes. Notices stay comment lines, which every SSE client skips.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
-from proxy.fronts.responses.events import EventWriter
 from proxy.path.chunks import DONE_EVENT, loads
 from proxy.path.sse import DONE, SSEParser, parse_block
 
 
-class ResponsesStream(web.StreamResponse):
-    """A streamed response whose writes are translated from chat events."""
+class Writer(Protocol):
+    """What a front makes of a chat stream (`proxy.fronts.responses.events.EventWriter`)."""
+
+    ended: bool  # a terminal event went out: nothing more may
+
+    @property
+    def completed(self) -> bool:
+        """The answer went out whole (the client may hang up right after it)."""
+        ...
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        """Take in one chat chunk; its events wait for `take`."""
+
+    def take(self) -> bytes:
+        """The events so far, as bytes on the wire."""
+        ...
+
+    def done(self) -> bytes:
+        """The chat stream ended complete: the closing events."""
+        ...
+
+    def failed(self, error: dict[str, Any]) -> bytes:
+        """The chat stream ended with this error (an OpenAI error object): the closing events."""
+        ...
+
+
+class ChatStream(web.StreamResponse):
+    """A streamed response whose writes are translated from chat events by a `Writer`."""
 
     # Headers go out with the first bytes, as on the chat route (see proxy.path.client).
     _send_headers_immediately = False
 
-    def __init__(self, writer: EventWriter, status: int = 200) -> None:
+    def __init__(self, writer: Writer, status: int = 200) -> None:
         super().__init__(status=status)
         self.events = writer
         self._parser = SSEParser()
@@ -84,7 +109,7 @@ class ResponsesStream(web.StreamResponse):
             await super().write_eof(translated)
         except ConnectionResetError:
             # Codex hangs up as soon as it reads response.completed: not a failure then.
-            if self.events.final is None or self.events.final.get("status") == "failed":
+            if not self.events.completed:
                 raise
 
 
