@@ -144,15 +144,18 @@ def to_messages(messages: object, options: Options, notices: list[str]) -> list[
         raise bad("messages", "'messages' must be a non-empty list of messages.")
     out: list[dict[str, Any]] = []
     dropped: set[str] = set()
+    calls: list[str] = []  # chat ids of every call so far, in the order they were made
     for i, message in enumerate(messages):
         param = f"messages[{i}]"
         if not isinstance(message, dict):
             raise bad(param, f"{param} must be an object with 'role' and 'content'.")
         role = message.get("role")
         if role == "assistant":
-            out.append(_assistant(message.get("content"), f"{param}.content", options, dropped))
+            turn = _assistant(message.get("content"), f"{param}.content", options, dropped)
+            calls += [call["id"] for call in turn.get("tool_calls", [])]
+            out.append(turn)
         elif role == "user":
-            out += _user(message.get("content"), f"{param}.content", options, dropped)
+            out += _user(message.get("content"), f"{param}.content", options, dropped, calls)
         elif role == "system":
             text = _plain_text(message.get("content"), f"{param}.content")
             late, notice = late_system("system", text, param)
@@ -231,15 +234,25 @@ def _string(block: dict[str, Any], key: str, param: str) -> str:
     return value
 
 
-def _user(content: object, param: str, options: Options, dropped: set[str]) -> list[dict[str, Any]]:
-    """A user turn: its tool results as `tool` messages first (chat wants them right after
-    the calls), then whatever else it says as one user message."""
+def _user(
+    content: object, param: str, options: Options, dropped: set[str], calls: list[str]
+) -> list[dict[str, Any]]:
+    """A user turn: its tool results as `tool` messages first, in the order the calls were
+    made (chat wants them right after the calls, and templates pair them by position), then
+    whatever else it says as one user message."""
     results: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
     for j, block in enumerate(_blocks(content, param)):
         kind, where = block["type"], f"{param}[{j}]"
         if kind == "tool_result":
-            results.append(_result(block, where))
+            result = _result(block, where)
+            if result["tool_call_id"] not in calls:
+                raise bad(
+                    f"{where}.tool_use_id",
+                    f"{where}.tool_use_id matches no tool_use before it: every tool_result "
+                    "must answer a call the assistant made.",
+                )
+            results.append(result)
         elif kind == "text":
             parts.append({"type": "text", "text": _string(block, "text", where)})
         elif kind == "image":
@@ -250,7 +263,7 @@ def _user(content: object, param: str, options: Options, dropped: set[str]) -> l
             dropped.add(kind)
         else:
             raise bad(f"{where}.type", f"{where}.type {kind!r} is not a user content block.")
-    out = list(results)
+    out = sorted(results, key=lambda r: calls.index(r["tool_call_id"]))
     if parts:
         if all(p["type"] == "text" for p in parts):
             out.append({"role": "user", "content": "\n".join(p["text"] for p in parts)})
