@@ -14,11 +14,13 @@ work, each in a scheduling group of its own (see `prioritise`).
 
     .venv/bin/python bench/bench_proxy.py                  # the full table, about 4 minutes
     .venv/bin/python bench/bench_proxy.py --duration 3 --targets relay,latchgate --modes stream
-    .venv/bin/python bench/bench_proxy.py --targets relay,latchgate,latchgate-responses
+    .venv/bin/python bench/bench_proxy.py \
+        --targets relay,latchgate,latchgate-responses,latchgate-messages
 
 Prints a Markdown table (requests/s, p50, p99, and latchgate's ratios to the relay) and writes
-the raw numbers as JSON (`--json`). The `latchgate-responses` target sends the same request to
-`POST /v1/responses` and is reported against the chat route (`latchgate`) of the same run.
+the raw numbers as JSON (`--json`). The `latchgate-responses` and `latchgate-messages` targets
+send the same request to `POST /v1/responses` and `POST /v1/messages` and are reported against
+the chat route (`latchgate`) of the same run.
 """
 
 from __future__ import annotations
@@ -57,10 +59,13 @@ TARGETS = (
     "latchgate-compare",
     "latchgate-compare-info",
     "latchgate-responses",
+    "latchgate-messages",
 )
 DEFAULT_TARGETS = ("direct", "relay", "latchgate", "latchgate-info")
-# The Responses front is measured against the chat route of the same tree (`latchgate`).
+# The fronts are measured against the chat route of the same tree (`latchgate`).
 RESPONSES = "latchgate-responses"
+MESSAGES = "latchgate-messages"
+FRONTS = {RESPONSES: "/v1/responses", MESSAGES: "/v1/messages"}
 
 WRK_DONE = """
 done = function(summary, latency, requests)
@@ -84,6 +89,20 @@ def responses_body(mode: str) -> bytes:
         "max_output_tokens": 64,
         "temperature": 0.2,
         "store": False,  # as Codex sends it: the store's cost is not the front's
+    }
+    if mode == "stream":
+        body["stream"] = True
+    return orjson.dumps(body)
+
+
+def messages_body(mode: str) -> bytes:
+    """The same request in Anthropic's Messages API."""
+    body: dict[str, object] = {
+        "model": fake.MODEL,
+        "system": "You are a helpful assistant.",
+        "messages": [{"role": "user", "content": "Say something about a fox."}],
+        "max_tokens": 64,
+        "temperature": 0.2,
     }
     if mode == "stream":
         body["stream"] = True
@@ -231,6 +250,8 @@ def check_answer(mode: str, port: int, path: str) -> None:
     """Refuse to measure a target that does not answer correctly (an error page is fast)."""
     if path.endswith("/responses"):
         return check_response(mode, port, path)
+    if path.endswith("/messages"):
+        return check_message(mode, port, path)
     status, data = fetch(port, path, request_body(mode))
     if status != 200:
         raise RuntimeError(f"{mode} on :{port}{path} answered {status}: {data[:300]!r}")
@@ -259,6 +280,27 @@ def check_response(mode: str, port: int, path: str) -> None:
     text = response["output"][0]["content"][0]["text"]
     if response["status"] != "completed" or text != "".join(fake.WORDS * 2):
         raise RuntimeError(f"response on :{port} is not the upstream's answer: {data[:300]!r}")
+
+
+def check_message(mode: str, port: int, path: str) -> None:
+    """The Messages target must answer the upstream's text as a finished message."""
+    status, data = fetch(port, path, messages_body(mode))
+    if status != 200:
+        raise RuntimeError(f"{mode} on :{port}{path} answered {status}: {data[:300]!r}")
+    if mode == "stream":
+        events = [e for e in data.split(b"\n\n") if e.startswith(b"event: ")]
+        kinds = [e.split(b"\n", 1)[0][7:] for e in events]
+        text = b"".join(
+            orjson.loads(e.split(b"\ndata: ", 1)[1])["delta"].get("text", "").encode()
+            for e, k in zip(events, kinds, strict=True)
+            if k == b"content_block_delta"
+        ).decode()
+        ok = kinds[0] == b"message_start" and kinds[-1] == b"message_stop"
+    else:
+        message = orjson.loads(data)
+        text, ok = message["content"][0]["text"], message["stop_reason"] == "end_turn"
+    if not ok or text != "".join(fake.WORDS * 2):
+        raise RuntimeError(f"message on :{port} is not the upstream's answer: {data[:300]!r}")
 
 
 @dataclass
@@ -327,14 +369,15 @@ def run_target(
     """Start `target` for `mode`, warm it up, measure every connection count, stop it."""
     base = f"http://127.0.0.1:{up_port}/{mode}/v1"
     script = run_dir / f"{mode}-{target}.lua"
-    body = responses_body(mode) if target == RESPONSES else request_body(mode)
+    bodies = {RESPONSES: responses_body, MESSAGES: messages_body}
+    body = bodies.get(target, request_body)(mode)
     script.write_text(wrk_script(body))
     with contextlib.ExitStack() as stack:
         if target == "direct":
             port, path = up_port, f"/{mode}/v1/chat/completions"
         else:
             port = free_port()
-            path = "/v1/responses" if target == RESPONSES else "/v1/chat/completions"
+            path = FRONTS.get(target, "/v1/chat/completions")
             cmd = target_command(target, base, port, run_dir)
             log = run_dir / f"{target}-{mode}.log"
             # `python -m proxy` imports the package from its working directory first.
@@ -403,24 +446,24 @@ def table(cases: list[Case]) -> str:
     return "\n".join(lines)
 
 
-def responses_table(cases: list[Case]) -> str:
-    """Markdown: the Responses front against the chat route of the same run. The extra cost
-    per request is the difference of the mean times per request at saturation (1/throughput);
-    per streamed event, that over the stream's 20 chunk events."""
+def fronts_table(cases: list[Case]) -> str:
+    """Markdown: the fronts (Responses, Messages) against the chat route of the same run. The
+    extra cost per request is the difference of the mean times per request at saturation
+    (1/throughput); per streamed event, that over the stream's 20 chunk events."""
     chat = {(c.mode, c.connections): c for c in cases if c.target == "latchgate"}
     lines = [
-        "| mode | clients | chat req/s | responses req/s | ÷ chat | extra µs/request "
+        "| mode | clients | front | chat req/s | front req/s | ÷ chat | extra µs/request "
         "| extra µs/event |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for c in cases:
         base = chat.get((c.mode, c.connections))
-        if c.target != RESPONSES or base is None:
+        if c.target not in FRONTS or base is None:
             continue
         extra = (1 / c.rps - 1 / base.rps) * 1e6
         per_event = f"{extra / (fake.SSE_CONTENT_CHUNKS + 2):.1f}" if c.mode == "stream" else ""
         lines.append(
-            f"| {c.mode} | {c.connections} | {base.rps:,.0f} | {c.rps:,.0f} "
+            f"| {c.mode} | {c.connections} | {c.target} | {base.rps:,.0f} | {c.rps:,.0f} "
             f"| {c.rps / base.rps:.2f} | {extra:.0f} | {per_event} |"
         )
     return "\n".join(lines) if len(lines) > 2 else ""
@@ -431,7 +474,7 @@ def verdict(cases: list[Case]) -> list[str]:
     out = []
     chat = {(c.mode, c.connections): c for c in cases if c.target == "latchgate"}
     for c in cases:
-        if c.target == RESPONSES and (c.mode, c.connections) in chat:
+        if c.target in FRONTS and (c.mode, c.connections) in chat:
             ratio = c.rps / chat[(c.mode, c.connections)].rps
             # The aim (within 15 % of the chat route) is set at 32 clients.
             aim = "" if c.connections != 32 else (
@@ -564,7 +607,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(table(cases))
     print()
-    if extra := responses_table(cases):
+    if extra := fronts_table(cases):
         print(extra)
         print()
     print("\n".join(f"- {line}" for line in verdict(cases)))

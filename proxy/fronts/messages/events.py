@@ -30,6 +30,9 @@ _ERROR_TYPES = {
 }
 
 
+_PLAIN = frozenset({"content", "role"})  # a delta with only these keys is just more text
+
+
 @dataclass(slots=True)
 class _Block:
     kind: str  # "thinking", "text" or "tool_use"
@@ -128,7 +131,16 @@ class MessageWriter:
 
     def _choice(self, choice: dict[str, Any]) -> None:
         delta = choice.get("delta")
-        if type(delta) is dict:
+        block = self._block
+        if block is not None and block.kind == "text" and type(delta) is dict and (
+            delta.keys() <= _PLAIN
+        ):
+            # The common chunk, more text for the open text block: taken in without the walk.
+            content = delta.get("content")
+            if content and type(content) is str:
+                block.pending.append(content)
+                block.text.append(content)
+        elif type(delta) is dict:
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if reasoning and isinstance(reasoning, str):
                 self._text("thinking", reasoning)
