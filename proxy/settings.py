@@ -107,6 +107,9 @@ class Settings:
     # with an error event (0: at once). Bounded, so a stalled stream cannot hold up a shutdown
     # for its whole idle timeout.
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
+    # Seconds between keepalive events while a Responses or Messages stream waits for its first
+    # token (0: none). The chat route sends none: its clients do not expect them.
+    keepalive: float = 10.0
     store: StoreSettings = field(default_factory=lambda: StoreSettings())
 
     def upstream(self, name: str) -> UpstreamConfig:
@@ -307,6 +310,7 @@ def parse_age(key: str, value: object) -> float:
 _SERVER_KEYS = {
     "host", "port", "state_file", "client_keys", "client_keys_env", "admin_key_env",
     "max_body_bytes", "log_level", "probe_interval", "model_label_cap", "shutdown_grace",
+    "keepalive",
 }  # fmt: skip
 
 
@@ -350,6 +354,8 @@ def apply_server_table(
         settings.probe_interval = float(
             _num("server.probe_interval", server["probe_interval"], minimum=1)
         )
+    if "keepalive" in server:
+        settings.keepalive = float(_num("server.keepalive", server["keepalive"]))
     if "shutdown_grace" in server:
         settings.shutdown_grace = float(_num("server.shutdown_grace", server["shutdown_grace"]))
     if "model_label_cap" in server:

@@ -43,6 +43,10 @@ class Writer(Protocol):
         """The chat stream ended with this error (an OpenAI error object): the closing events."""
         ...
 
+    def keepalive(self) -> bytes:
+        """The event that says "still working" while the answer has not begun."""
+        ...
+
 
 class ChatStream(web.StreamResponse):
     """A streamed response whose writes are translated from chat events by a `Writer`."""
@@ -75,6 +79,8 @@ class ChatStream(web.StreamResponse):
                 continue
             if event.data is not None:
                 out.append(self._data(event.data))
+            elif event.comment == b"keepalive" and not self.events.ended:
+                out.append(self.events.take() + self.events.keepalive())  # proxy.path.keepalive
             elif event.comment is not None and not self.events.ended:
                 out.append(self.events.take() + b": " + event.comment + b"\n\n")
         out.append(self.events.take())

@@ -631,8 +631,8 @@ def create_app(settings: Settings) -> web.Application:
         app.router.add_route(method, path, handler, expect_handler=expect)
 
     direct: dict[str, Handler] = {}
-    responses = ResponsesRoute(proxy.jobs, proxy.responses)
-    messages = MessagesRoute(proxy.jobs, proxy.layer.count_tokens)
+    responses = ResponsesRoute(proxy.jobs, proxy.responses, settings.keepalive)
+    messages = MessagesRoute(proxy.jobs, proxy.layer.count_tokens, settings.keepalive)
     count = anthropic_errors(
         _guarded(proxy, messages.count_tokens(), needs_key=True, route="messages")
     )

@@ -50,9 +50,10 @@ def shaped(response: web.Response) -> web.Response:
 class MessagesRoute:
     """`POST /v1/messages`: the job for a body, and the answer in Anthropic's shape."""
 
-    def __init__(self, jobs: JobMaker, count: Counter) -> None:
+    def __init__(self, jobs: JobMaker, count: Counter, keepalive: float) -> None:
         self.jobs = jobs
         self.count = count
+        self.keepalive = keepalive
 
     async def job(self, request: web.Request, rid: str, raw: bytes, body: dict[str, Any]) -> Job:
         upstream = self.jobs.upstream_for(body["model"])
@@ -63,7 +64,7 @@ class MessagesRoute:
         job = self.jobs.make(
             request, rid, "chat", "/chat/completions", orjson.dumps(chat), chat, upstream
         )
-        job.front = MessagesFront(Context(body["model"]))
+        job.front = MessagesFront(Context(body["model"]), keepalive=self.keepalive)
         for notice in translated.notices:
             job.events.emit(ev.INFO, notice)
         return job

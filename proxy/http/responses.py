@@ -62,9 +62,10 @@ def not_found(response_id: str) -> ProxyError:
 class ResponsesRoute:
     """`POST /v1/responses`: the job for a body, and the store after the answer."""
 
-    def __init__(self, jobs: JobMaker, store: ResponseStore) -> None:
+    def __init__(self, jobs: JobMaker, store: ResponseStore, keepalive: float) -> None:
         self.jobs = jobs
         self.store = store
+        self.keepalive = keepalive
 
     async def job(self, request: web.Request, rid: str, raw: bytes, body: dict[str, Any]) -> Job:
         upstream = self.jobs.upstream_for(body["model"])
@@ -82,7 +83,7 @@ class ResponsesRoute:
         )
         ctx = Context(body["model"], translated.echo, translated.tools,
                       translated.encrypted_reasoning)  # fmt: skip
-        front = job.front = ResponsesFront(ctx, translated.store)
+        front = job.front = ResponsesFront(ctx, translated.store, keepalive=self.keepalive)
         if front.store:  # what only storing needs (Codex, the busiest client, stores nothing)
             front.owner = owner_of(request)
             front.input_items = [*history, *identified(items)]

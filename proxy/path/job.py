@@ -110,6 +110,7 @@ class Front(Protocol):
     chat path answers as always, and the front turns each answer into its own shape."""
 
     name: str  # the route label in metrics and logs
+    keepalive: float  # seconds between keepalives while a stream waits (0: none)
 
     def whole(self, job: Job, body: dict[str, Any]) -> bytes:
         """The client's body for a whole chat completion."""

@@ -30,7 +30,7 @@ from proxy.errors import error_body
 from proxy.observe import events as ev
 from proxy.observe import logs
 from proxy.path import client as out
-from proxy.path import usage
+from proxy.path import keepalive, usage
 from proxy.path.chunks import (
     DONE_EVENT,
     chunk_has_content,
@@ -89,6 +89,7 @@ class StreamRelay:
         "parser",
         "pending",
         "pending_carries",
+        "pinger",
         "processor",
         "request",
         "sender",
@@ -103,6 +104,7 @@ class StreamRelay:
         self.loop = deadlines.loop()
         self.first, self.idle = cfg.effective_first_token_timeout, cfg.idle_timeout
         self.processor: StreamProcessor | None = None
+        self.pinger: asyncio.Task[None] | None = None  # keepalives, for a front that wants them
         self.forward_usage = layer.forward_usage(job)
         self.parser = SSEParser()
         self.finished = False  # a choice finished (a finish reason went by)
@@ -130,6 +132,8 @@ class StreamRelay:
                 # Chosen after `prepare` ran for this attempt: what to do with the reply
                 # depends on what was sent (JSON asked for in words is only known then).
                 self.processor = self.layer.stream_processor(job)
+                if job.front is not None:
+                    self.pinger = keepalive.start(self.request, job)
                 content = resp.content
                 while not self.done:
                     t0 = time.perf_counter()
@@ -174,6 +178,8 @@ class StreamRelay:
                 "internal_error",
             )
         finally:
+            if self.pinger is not None:
+                keepalive.stop(self.pinger)
             if isinstance(resp, aiohttp.ClientResponse):
                 resp.close()
         return await self._end()

@@ -127,6 +127,14 @@ class MessageWriter:
         self.ended = self._failed = True
         return self.take()
 
+    def keepalive(self) -> bytes:
+        """`ping`, after `message_start` (the SDK wants that first), as Anthropic's API does."""
+        if self.ended:
+            return b""
+        self._start()
+        self._emit("ping")
+        return self.take()
+
     # -- deltas ------------------------------------------------------------------------------
 
     def _choice(self, choice: dict[str, Any]) -> None:

@@ -26,6 +26,9 @@ class MessagesFront:
 
     ctx: Context
     name: str = "messages"
+    # While a long prompt is read before the first token: an event every so many seconds (the
+    # client's idle timers, and proxies in between, see a live stream); `[server] keepalive`.
+    keepalive: float = 10.0
 
     def whole(self, job: Job, body: dict[str, Any]) -> bytes:
         return orjson.dumps(from_completion(self.ctx, body))

@@ -124,6 +124,17 @@ class EventWriter:
                 if type(choice) is dict and not choice.get("index"):
                     self._choice(choice)
 
+    def keepalive(self) -> bytes:
+        """`response.in_progress` again: a real event (Codex's idle timer skips comments)."""
+        if self.ended:
+            return b""
+        if not self.started:
+            self._start()
+        else:
+            response = response_object(self.ctx, "in_progress", self.output, None)
+            self._emit("response.in_progress", response=response)
+        return self.take()
+
     def done(self) -> bytes:
         """The chat stream ended complete (`[DONE]`): close every item, then complete."""
         if self.ended:

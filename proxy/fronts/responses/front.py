@@ -29,6 +29,9 @@ class ResponsesFront:
     owner: str = ""  # who may read it back (a digest of the client's key), when stored
     input_items: list[dict[str, Any]] = field(default_factory=list)  # with ids, when stored
     name: str = "responses"
+    # While a long prompt is read before the first token: an event every so many seconds (the
+    # client's idle timers, and proxies in between, see a live stream); `[server] keepalive`.
+    keepalive: float = 10.0
     whole_response: dict[str, Any] | None = None
     writer: EventWriter | None = field(default=None)
 
