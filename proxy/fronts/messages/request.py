@@ -117,9 +117,22 @@ def translate(body: dict[str, Any], options: Options) -> Translated:
 
 
 def _system(system: object) -> list[dict[str, Any]]:
+    if isinstance(system, list):
+        # Claude Code's first block is a billing line that changes from run to run: it means
+        # nothing to a model, and at the head of the prompt it would defeat the server's
+        # prompt cache for everything after it.
+        system = [b for b in system if not _billing_line(b)]
     if system is None or system == "" or system == []:
         return []
     return [{"role": "system", "content": _plain_text(system, "system")}]
+
+
+def _billing_line(block: object) -> bool:
+    return (
+        isinstance(block, dict)
+        and isinstance(block.get("text"), str)
+        and block["text"].startswith("x-anthropic-billing-header:")
+    )
 
 
 def _plain_text(content: object, param: str) -> str:
