@@ -22,26 +22,11 @@ BIN="$PREFIX/node_modules/.bin/codex"
 log() { echo "install-codex: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-# 1) node and npm
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  command -v apt-get >/dev/null 2>&1 || die "node/npm missing and no apt-get to install them"
-  log "installing nodejs and npm (Debian packages)"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
-fi
-log "node $(node --version), npm $(npm --version)"
+# 1) node and npm, and the platform (os, arch)
+# shellcheck source=scripts/npm-cli-common.sh
+. "$ROOT/scripts/npm-cli-common.sh"
 
 # 2) the platform's native package name, as the launcher resolves it
-case "$(uname -s)" in
-  Linux) os=linux ;;
-  Darwin) os=darwin ;;
-  *) die "unsupported OS $(uname -s)" ;;
-esac
-case "$(uname -m)" in
-  x86_64|amd64) arch=x64 ;;
-  aarch64|arm64) arch=arm64 ;;
-  *) die "unsupported CPU $(uname -m)" ;;
-esac
 NATIVE_PKG="$PREFIX/node_modules/@openai/codex-$os-$arch"
 
 installed_ok() {

@@ -119,6 +119,16 @@ class ChatStream(web.StreamResponse):
                 raise
 
 
+def first_choice(chunk: dict[str, Any]) -> dict[str, Any] | None:
+    """A chunk's choice 0 (the only one a front's request asks for), if it has it."""
+    choices = chunk.get("choices")
+    if type(choices) is list:
+        for choice in choices:
+            if type(choice) is dict and not choice.get("index"):
+                return choice
+    return None
+
+
 def _plain_chunks(region: bytes) -> list[dict[str, Any]] | None:
     """The chunks of a region that holds only one-line data events of chunks (and perhaps
     `[DONE]` last), all parsed in one go; None for anything else (then each event is read on

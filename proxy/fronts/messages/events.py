@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from proxy.fronts.chatstream import first_choice
 from proxy.fronts.messages.errors import overflow_message
 from proxy.fronts.messages.output import Context, message_object, stop_reason, tool_input, usage_of
 
@@ -80,11 +81,9 @@ class MessageWriter:
         usage = chunk.get("usage")
         if usage is not None:
             self._usage = usage
-        choices = chunk.get("choices")
-        if type(choices) is list:
-            for choice in choices:
-                if type(choice) is dict and not choice.get("index"):
-                    self._choice(choice)
+        choice = first_choice(chunk)
+        if choice is not None:
+            self._choice(choice)
 
     def take(self) -> bytes:
         self._flush()

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from proxy.fronts.chatstream import first_choice
 from proxy.fronts.responses.ids import new_id
 from proxy.fronts.responses.output import (
     Context,
@@ -114,15 +115,9 @@ class EventWriter:
         usage = chunk.get("usage")
         if usage is not None:
             self._usage = usage
-        choices = chunk.get("choices")
-        if type(choices) is list:
-            if len(choices) == 1 and type(choice := choices[0]) is dict:
-                if not choice.get("index"):
-                    self._choice(choice)  # the usual chunk: one choice
-                return
-            for choice in choices:
-                if type(choice) is dict and not choice.get("index"):
-                    self._choice(choice)
+        choice = first_choice(chunk)
+        if choice is not None:
+            self._choice(choice)
 
     def keepalive(self) -> bytes:
         """`response.in_progress` again: a real event (Codex's idle timer skips comments)."""
