@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from proxy.fronts.responses.items import Options, reasoning_token, to_messages
+from proxy.fronts.common import Options
+from proxy.fronts.responses.items import reasoning_token, to_messages
 from proxy.fronts.responses.output import (
     Context,
     call_item,

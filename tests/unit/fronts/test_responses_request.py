@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from proxy.errors import ProxyError
-from proxy.fronts.responses.items import Options
+from proxy.fronts.common import Options
 from proxy.fronts.responses.request import Translated, as_items, echo, translate
 from proxy.fronts.responses.tools import Origin
 
