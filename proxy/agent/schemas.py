@@ -569,6 +569,9 @@ _KEEPERS: dict[str, Callable[[dict[str, Any], str, Any], Any]] = {
     "format": _keep_string,
     "$comment": _keep_string,
     "uniqueItems": _keep_bool,
+    # The meta-schema's URI says which draft a schema was written in (Claude Code's tools say
+    # 2020-12): it constrains nothing a grammar could, and some converters refuse the keyword.
+    "$schema": lambda _x, _key, _value: _DROP,
 }
 
 

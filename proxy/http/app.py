@@ -663,7 +663,9 @@ def create_app(settings: Settings) -> web.Application:
         add("POST", path, handler)  # also routed, for `create_app` served without the fast path
     app[DIRECT_ROUTES] = direct
     # Claude Code probes the root (HEAD /) before its first request.
-    add("GET", "/", _guarded(proxy, healthz, needs_key=False))
+    root = _guarded(proxy, healthz, needs_key=False)
+    add("GET", "/", root)
+    add("HEAD", "/", root)
     add("GET", "/healthz", _guarded(proxy, healthz, needs_key=False))
     add("GET", "/readyz", _guarded(proxy, readyz, needs_key=False))
     add("GET", "/metrics", _guarded(proxy, metrics_route, needs_key=False))

@@ -27,6 +27,12 @@ _TYPES = {
     503: "overloaded_error",
     529: "overloaded_error",
 }
+# llama.cpp: "request (18753 tokens) exceeds the available context size (8192 tokens)";
+# OpenAI and vLLM: "maximum context length is 8192 tokens. However, ... resulted in 18753 tokens".
+_LLAMA = re.compile(r"\((\d+) tokens\) exceeds the available context size \((\d+) tokens")
+_OPENAI = re.compile(
+    r"maximum context length is (\d+) tokens.*?(?:resulted in|requested) (\d+)", re.S
+)
 _SIZES = re.compile(
     r"about (\d+) tokens(?: plus (\d+) reserved for the reply)?, over this model's (\d+)-token"
 )
@@ -49,8 +55,22 @@ def anthropic_error(status: int, error: object) -> dict[str, Any]:
     return {"type": "error", "error": {"type": error_type(status), "message": message or "Error"}}
 
 
+def _upstream_sizes(message: str) -> tuple[str, str] | None:
+    """(prompt, window) as the common server wordings state them, if they do."""
+    found = _LLAMA.search(message)
+    if found is not None:
+        return found.group(1), found.group(2)
+    found = _OPENAI.search(message)
+    if found is not None:
+        return found.group(2), found.group(1)
+    return None
+
+
 def overflow_message(message: str) -> str:
     """An overflow in Anthropic's words, with latchgate's message (and its advice) after."""
+    sizes = _upstream_sizes(message)
+    if sizes is not None:
+        return f"prompt is too long: {sizes[0]} tokens > {sizes[1]} maximum. {message}"
     found = _SIZES.search(message)
     if found is not None:
         prompt, reply, window = found.groups()

@@ -456,7 +456,10 @@ def _choice(choice: object, names: set[str]) -> tuple[object, bool | None] | Non
         raise bad("tool_choice.type", "tool_choice.type must be auto, any, tool or none.")
     parallel = choice.get("disable_parallel_tool_use")
     if parallel is not None and not isinstance(parallel, bool):
-        raise bad("tool_choice.disable_parallel_tool_use", "It must be true or false.")
+        raise bad(
+            "tool_choice.disable_parallel_tool_use",
+            "tool_choice.disable_parallel_tool_use must be true or false.",
+        )
     kind = choice["type"]
     if kind == "tool":
         name = choice.get("name")
