@@ -64,7 +64,8 @@ class MessagesRoute:
         job = self.jobs.make(
             request, rid, "chat", "/chat/completions", orjson.dumps(chat), chat, upstream
         )
-        job.front = MessagesFront(Context(body["model"]), keepalive=self.keepalive)
+        stops = chat.get("stop") or ()
+        job.front = MessagesFront(Context(body["model"], tuple(stops)), keepalive=self.keepalive)
         for notice in translated.notices:
             job.events.emit(ev.INFO, notice)
         return job

@@ -804,3 +804,41 @@ async def test_the_captured_claude_code_request(
     assert sent["max_tokens"] == body["max_tokens"]
     assert "context_management" not in sent and "cache_control" not in json.dumps(sent)
     check_grammar_safe(sent["tools"])  # last: the schema sanitiser's part
+
+
+async def test_the_stop_sequence_that_ended_the_reply_is_named_when_the_server_says(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    # vLLM names the stop string that ended a choice (`stop_reason`); OpenAI and llama.cpp
+    # only say "stop", which stays end_turn.
+    reply = completion("Counting: 1, 2")
+    reply["choices"][0]["stop_reason"] = "3"
+    fake.push(Json(reply))
+    message = await client(lg).messages.create(
+        model=MODEL,
+        max_tokens=20,
+        stop_sequences=["3"],
+        messages=[{"role": "user", "content": "Count"}],
+    )
+    assert (message.stop_reason, message.stop_sequence) == ("stop_sequence", "3")
+    assert fake.bodies()[-1]["stop"] == ["3"]
+    finish = chunk({}, "stop")
+    finish["choices"][0]["stop_reason"] = "3"
+    fake.push(Stream([chunk({"role": "assistant", "content": ""}), chunk({"content": "1, 2"}),
+                      finish, "[DONE]"]))  # fmt: skip
+    async with client(lg).messages.stream(
+        model=MODEL,
+        max_tokens=20,
+        stop_sequences=["3"],
+        messages=[{"role": "user", "content": "Count"}],
+    ) as stream:
+        final = await stream.get_final_message()
+    assert (final.stop_reason, final.stop_sequence) == ("stop_sequence", "3")
+    fake.push(Json(completion("Counting: 1, 2")))
+    plain = await client(lg).messages.create(
+        model=MODEL,
+        max_tokens=20,
+        stop_sequences=["3"],
+        messages=[{"role": "user", "content": "Count"}],
+    )
+    assert (plain.stop_reason, plain.stop_sequence) == ("end_turn", None)

@@ -19,7 +19,14 @@ import orjson
 
 from proxy.fronts.chatstream import first_choice
 from proxy.fronts.messages.errors import overflow_message
-from proxy.fronts.messages.output import Context, message_object, stop_reason, tool_input, usage_of
+from proxy.fronts.messages.output import (
+    Context,
+    matched_stop,
+    message_object,
+    stop_reason,
+    tool_input,
+    usage_of,
+)
 
 _ERROR_TYPES = {
     "invalid_request_error": "invalid_request_error",
@@ -63,6 +70,7 @@ class MessageWriter:
         self._block: _Block | None = None
         self._calls: dict[int, _Call] = {}
         self._finish: object = None
+        self._sequence: str | None = None  # the stop sequence that ended it, when known
         self._usage: object = None
         self._failed = False
         self._out: list[bytes] = []
@@ -103,11 +111,13 @@ class MessageWriter:
         stop = stop_reason(self._finish) or "end_turn"
         if stop == "end_turn" and any(b["type"] == "tool_use" for b in self.content):
             stop = "tool_use"
+        if self._sequence is not None:
+            stop = "stop_sequence"
         usage = usage_of(self._usage)
-        self._emit("message_delta", delta={"stop_reason": stop, "stop_sequence": None},
+        self._emit("message_delta", delta={"stop_reason": stop, "stop_sequence": self._sequence},
                    usage=usage)  # fmt: skip
         self._emit("message_stop")
-        self.final = message_object(self.ctx, self.content, stop, usage)
+        self.final = message_object(self.ctx, self.content, stop, usage, self._sequence)
         self.ended = True
         return self.take()
 
@@ -139,8 +149,11 @@ class MessageWriter:
     def _choice(self, choice: dict[str, Any]) -> None:
         delta = choice.get("delta")
         block = self._block
-        if block is not None and block.kind == "text" and type(delta) is dict and (
-            delta.keys() <= _PLAIN
+        if (
+            block is not None
+            and block.kind == "text"
+            and type(delta) is dict
+            and (delta.keys() <= _PLAIN)
         ):
             # The common chunk, more text for the open text block: taken in without the walk.
             content = delta.get("content")
@@ -161,6 +174,7 @@ class MessageWriter:
                         self._fragment(fragment, position)
         if choice.get("finish_reason"):
             self._finish = choice["finish_reason"]
+            self._sequence = matched_stop(self.ctx, choice)
 
     def _text(self, kind: str, text: str) -> None:
         block = self._block

@@ -41,6 +41,7 @@ class Context:
     """What every answer to one Messages request shares."""
 
     model: str
+    stop_sequences: tuple[str, ...] = ()  # the request's, to tell which one stopped the reply
     id: str = field(default_factory=lambda: new_id("msg_"))
     created: float = field(default_factory=time.time)
 
@@ -52,6 +53,13 @@ class Context:
 
 def stop_reason(finish: object) -> str | None:
     return STOP_REASONS.get(finish, "end_turn") if isinstance(finish, str) else None
+
+
+def matched_stop(ctx: Context, choice: dict[str, Any]) -> str | None:
+    """The stop sequence that ended the reply, where the server says which (vLLM's
+    `stop_reason`; llama.cpp and OpenAI say only "stop", which is then `end_turn`)."""
+    said = choice.get("stop_reason")
+    return said if isinstance(said, str) and said in ctx.stop_sequences else None
 
 
 def usage_of(usage: object) -> dict[str, int]:
@@ -86,7 +94,11 @@ def tool_input(arguments: object) -> dict[str, Any]:
 
 
 def message_object(
-    ctx: Context, content: list[dict[str, Any]], stop: str | None, usage: dict[str, int]
+    ctx: Context,
+    content: list[dict[str, Any]],
+    stop: str | None,
+    usage: dict[str, int],
+    sequence: str | None = None,
 ) -> dict[str, Any]:
     return {
         "id": ctx.id,
@@ -95,7 +107,7 @@ def message_object(
         "model": ctx.model,
         "content": content,
         "stop_reason": stop,
-        "stop_sequence": None,
+        "stop_sequence": sequence,
         "usage": usage,
     }
 
@@ -129,4 +141,7 @@ def from_completion(ctx: Context, completion: dict[str, Any]) -> dict[str, Any]:
     stop = stop_reason(choice.get("finish_reason")) or "end_turn"
     if stop == "end_turn" and any(b["type"] == "tool_use" for b in blocks):
         stop = "tool_use"
-    return message_object(ctx, blocks, stop, usage_of(completion.get("usage")))
+    sequence = matched_stop(ctx, choice)
+    if sequence is not None:
+        stop = "stop_sequence"
+    return message_object(ctx, blocks, stop, usage_of(completion.get("usage")), sequence)
