@@ -186,7 +186,7 @@ def _check_key(proxy: Proxy, request: web.Request) -> None:
         raise ProxyError(
             401,
             "Missing or wrong API key: send one of this proxy's client keys as "
-            "'Authorization: Bearer <key>'.",
+            "'Authorization: Bearer <key>' (or 'x-api-key: <key>').",
             code="invalid_api_key",
         )
 
@@ -494,6 +494,8 @@ def _api_route(
         except Exception as exc:  # a bug of ours: logged, answered 500 (the job is counted)
             job.status = 500
             response = _error_for(proxy, request, exc)
+            if job.response is not None and job.response.prepared:
+                return job.response  # its headers went out: no second answer on the wire
             response.headers[REQUEST_ID_HEADER] = rid
             return response if front is None else front.shaped(response)
         finally:

@@ -66,10 +66,11 @@ class JobMaker:
         events = RequestEvents(
             request_id=rid, upstream=upstream.name, model=model, listeners=self.listeners
         )
-        client_auth = request.headers.get("Authorization")
+        key = bearer(request.headers)  # `Authorization: Bearer`, or `x-api-key` (Anthropic's)
+        client_auth = None if key is None else f"Bearer {key}"
         masker = self.masker
-        if upstream.config.forward_client_auth and client_auth:
-            masker = masker.with_secret(bearer(request.headers))  # what is sent on its behalf
+        if upstream.config.forward_client_auth and key:
+            masker = masker.with_secret(key)  # what is sent on its behalf
         return Job(
             upstream=upstream,
             route=route,

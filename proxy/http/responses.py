@@ -14,6 +14,7 @@ passthrough upstreams, which keep their own.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -146,7 +147,7 @@ class ResponsesRoute:
             # its history); as an HTTP 400 it would show an error and stop.
             assert isinstance(response, web.Response) and isinstance(response.body, bytes)
             stream = await out.open_stream(request, job)
-            await stream.write_eof(frame(response.body))
+            await out.end(stream, frame(response.body))
             response = stream
         final = front.final
         if front.store and final is not None:
@@ -210,19 +211,31 @@ class ResponsesRoute:
         return forwarded
 
     async def _forward(self, request: web.Request) -> web.Response | None:
-        """Ask each passthrough upstream for an id the store does not hold (they keep their
-        own); None if none has it. An upstream that cannot be asked is a 502."""
-        suffix = request.path.split("/responses", 1)[1]
+        """Ask the passthrough upstreams that get the client's own key for an id the store
+        does not hold (they keep their own, scoped to that key); None if none has it. An
+        upstream that cannot be asked is a 502.
+
+        Upstreams called with latchgate's own key are not asked: every client key would reach
+        every response stored under it. The path is rebuilt from a checked id, never taken from
+        the request (`..%2Ffiles` would otherwise reach another route with that key).
+        """
+        response_id = request.match_info["response_id"]
+        if not _ID.fullmatch(response_id):
+            return None
+        tail = "/input_items" if request.path.endswith("/input_items") else ""
+        client_auth = _client_auth(request)
         unreachable: list[str] = []
         for upstream in self.jobs.upstreams.values():
-            if not passes_through(upstream):
+            if not upstream.kind_detected:
+                await upstream.detect_kind()
+            if not passes_through(upstream) or not upstream.sends_client_key(client_auth):
                 continue
             try:
                 status, raw, ctype = await upstream.request(
                     request.method,
-                    "/responses" + suffix,
+                    f"/responses/{response_id}{tail}",
                     request.query_string,
-                    client_auth=request.headers.get("Authorization"),
+                    client_auth=client_auth,
                 )
             except (aiohttp.ClientError, TimeoutError) as exc:
                 unreachable.append(f"{upstream.name} ({type(exc).__name__})")
@@ -238,6 +251,14 @@ class ResponsesRoute:
                 code="upstream_unreachable",
             )
         return None
+
+
+_ID = re.compile(r"[A-Za-z0-9_-]{1,200}")
+
+
+def _client_auth(request: web.Request) -> str | None:
+    key = bearer(request.headers)
+    return None if key is None else f"Bearer {key}"
 
 
 def _is_reference(item: dict[str, Any]) -> bool:

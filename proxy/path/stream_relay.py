@@ -79,6 +79,7 @@ class StreamRelay:
         "_skimmed",
         "deadline",
         "done",
+        "every",
         "finished",
         "first",
         "forward_usage",
@@ -89,7 +90,6 @@ class StreamRelay:
         "parser",
         "pending",
         "pending_carries",
-        "pinger",
         "processor",
         "request",
         "sender",
@@ -104,7 +104,8 @@ class StreamRelay:
         self.loop = deadlines.loop()
         self.first, self.idle = cfg.effective_first_token_timeout, cfg.idle_timeout
         self.processor: StreamProcessor | None = None
-        self.pinger: asyncio.Task[None] | None = None  # keepalives, for a front that wants them
+        # Seconds between keepalives while the answer has not begun (a front's; 0: none).
+        self.every = 0.0 if job.front is None else job.front.keepalive
         self.forward_usage = layer.forward_usage(job)
         self.parser = SSEParser()
         self.finished = False  # a choice finished (a finish reason went by)
@@ -132,17 +133,20 @@ class StreamRelay:
                 # Chosen after `prepare` ran for this attempt: what to do with the reply
                 # depends on what was sent (JSON asked for in words is only known then).
                 self.processor = self.layer.stream_processor(job)
-                if job.front is not None:
-                    self.pinger = keepalive.start(self.request, job)
                 content = resp.content
                 while not self.done:
                     t0 = time.perf_counter()
                     try:
-                        chunk = await content.readany()
+                        if self.every and not job.content_started:
+                            chunk = await self._read_or_keepalive(content)
+                        else:
+                            chunk = await content.readany()
                     finally:
                         # Also when the watchdog or a leaving client cancels the read: that
                         # wait is the upstream's, not latchgate's overhead.
                         job.upstream_wait += time.perf_counter() - t0
+                    if chunk is None:
+                        continue  # a keepalive went out instead
                     if not chunk:
                         break
                     stopped = await self._relay_read(chunk, resp)
@@ -178,13 +182,24 @@ class StreamRelay:
                 "internal_error",
             )
         finally:
-            if self.pinger is not None:
-                keepalive.stop(self.pinger)
             if isinstance(resp, aiohttp.ClientResponse):
                 resp.close()
         return await self._end()
 
     # -- one read --------------------------------------------------------------------------
+
+    async def _read_or_keepalive(self, content: aiohttp.StreamReader) -> bytes | None:
+        """The next read; or, when `every` seconds pass without one before the answer began,
+        a keepalive to the client instead (None). The relay writes it itself, so the client's
+        stream has one writer (a second task's cancelled write could cancel the relay's)."""
+        try:
+            return await asyncio.wait_for(content.readany(), self.every)
+        except TimeoutError:
+            # wait_for's own timeout: the watchdog's arrives as a cancellation, and becomes a
+            # TimeoutError only where its block ends.
+            await keepalive.send(self.request, self.job)
+            return None
+
 
     async def _relay_read(self, chunk: bytes, resp: aiohttp.ClientResponse) -> Outcome | None:
         """Relay what one read completed; an outcome when an error event ends the attempt."""

@@ -115,9 +115,14 @@ class Upstream:
         Usually the same dict every time (built once): callers must not change it.
         """
         headers = self._static_headers
-        if self.config.forward_client_auth and client_auth and not self.config.api_key:
-            headers = {**headers, "Authorization": client_auth}
+        if self.sends_client_key(client_auth):
+            headers = {**headers, "Authorization": str(client_auth)}
         return headers
+
+    def sends_client_key(self, client_auth: str | None) -> bool:
+        """Whether a request goes upstream with the client's own key (instead of this
+        upstream's, or none)."""
+        return bool(self.config.forward_client_auth and client_auth and not self.config.api_key)
 
     def url(self, path: str) -> str:
         """`path` is relative to the OpenAI base URL, e.g. `/chat/completions`."""

@@ -842,3 +842,14 @@ async def test_the_stop_sequence_that_ended_the_reply_is_named_when_the_server_s
         messages=[{"role": "user", "content": "Count"}],
     )
     assert (plain.stop_reason, plain.stop_sequence) == ("end_turn", None)
+
+
+async def test_a_key_sent_as_x_api_key_is_forwarded_where_the_client_key_is(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    lg = await start_proxy(
+        {"name": "fake", "base_url": fake.url, "kind": "generic", "forward_client_auth": True}
+    )
+    sdk = anthropic.AsyncAnthropic(base_url=lg.url, api_key="ck-12345678", max_retries=0)
+    await sdk.messages.create(model=MODEL, max_tokens=10, messages=HI)
+    assert fake.requests[-1].headers["Authorization"] == "Bearer ck-12345678"

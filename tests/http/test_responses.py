@@ -676,9 +676,35 @@ async def test_an_openai_upstream_gets_the_responses_body_as_it_came(
     assert response.id == "resp_up1"
     (sent,) = [r for r in fake.requests if r.path == "/v1/responses"]
     assert sent.json == body
+    assert sent.headers["Authorization"] != "Bearer unused"  # latchgate's own key went
+    # Its stored responses are OpenAI's, under latchgate's key: not asked for, or every client
+    # key would reach every one of them.
     fake.routes["/v1/responses/resp_up1"] = Json(upstream_response)
-    got = await lg.client().responses.retrieve("resp_up1")
-    assert got.id == "resp_up1"
+    with pytest.raises(openai.NotFoundError):
+        await lg.client().responses.retrieve("resp_up1")
+    assert not [p for p in fake.probes if p.path.startswith("/v1/responses/")]
+
+
+async def test_a_passthrough_upstream_with_the_clients_key_serves_its_stored_responses(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    lg = await start_proxy(
+        {"name": "openai", "base_url": fake.url, "kind": "openai", "forward_client_auth": True}
+    )
+    stored = {"id": "resp_up2", "object": "response", "status": "completed", "output": [],
+              "model": MODEL, "created_at": 1, "tools": [], "tool_choice": "auto",
+              "parallel_tool_calls": True}  # fmt: skip
+    fake.routes["/v1/responses/resp_up2"] = Json(stored)
+    got = await lg.client(api_key="client-key-123").responses.retrieve("resp_up2")
+    assert got.id == "resp_up2"
+    (asked,) = [p for p in fake.probes if p.path == "/v1/responses/resp_up2"]
+    assert asked.headers["Authorization"] == "Bearer client-key-123"
+    # The path is rebuilt from a checked id: an encoded slash cannot reach another route.
+    async with aiohttp.ClientSession() as session, session.get(
+        f"{lg.base_url}/responses/..%2Ffiles", headers={"Authorization": "Bearer k-1234567"}
+    ) as resp:
+        assert resp.status == 404
+    assert not [p for p in fake.probes if "files" in p.path]
 
 
 async def test_input_items_page_and_order_and_cancel_is_refused(
