@@ -9,7 +9,9 @@ what a chunk becomes. Notices stay comment lines, which every SSE client skips.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 import orjson
 from aiohttp import web
@@ -19,7 +21,8 @@ from proxy.path.sse import DONE, SSEParser, parse_block
 
 
 class Writer(Protocol):
-    """What a front makes of a chat stream (`proxy.fronts.responses.events.EventWriter`)."""
+    """What a front makes of a chat stream (`responses.events.EventWriter`,
+    `messages.events.MessageWriter`)."""
 
     ended: bool  # a terminal event went out: nothing more may
 
@@ -117,6 +120,41 @@ class ChatStream(web.StreamResponse):
             # Codex hangs up as soon as it reads response.completed: not a failure then.
             if not self.events.completed:
                 raise
+
+
+@dataclass(slots=True)
+class ChatCall:
+    """A tool call as chat streams it: assembled from fragments that share an index."""
+
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+C = TypeVar("C", bound=ChatCall)
+
+
+def assemble(
+    calls: dict[int, C], make: Callable[[], C], fragment: dict[str, Any], position: int
+) -> tuple[C, str]:
+    """The call a `tool_calls` fragment belongs to (made when new), with the fragment's id,
+    name and argument piece added; and that piece ("" when it has none)."""
+    index = fragment.get("index")
+    key = index if isinstance(index, int) and not isinstance(index, bool) else position
+    call = calls.get(key)
+    if call is None:
+        call = calls[key] = make()
+    if isinstance(fragment.get("id"), str) and fragment["id"] and not call.id:
+        call.id = fragment["id"]
+    found = fragment.get("function")
+    function: dict[str, Any] = found if isinstance(found, dict) else {}
+    if isinstance(function.get("name"), str) and function["name"] and not call.name:
+        call.name = function["name"]
+    piece = function.get("arguments")
+    if not isinstance(piece, str) or not piece:
+        return call, ""
+    call.arguments.append(piece)
+    return call, piece
 
 
 def first_choice(chunk: dict[str, Any]) -> dict[str, Any] | None:

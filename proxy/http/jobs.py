@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from proxy.errors import ProxyError
@@ -48,6 +49,21 @@ class JobMaker:
                 code="model_not_found",
             )
         return self.upstreams[name]
+
+    async def detected(self, model: str) -> Upstream:
+        """The upstream serving `model`, its kind known (a front's translation depends on it)."""
+        upstream = self.upstream_for(model)
+        if not upstream.kind_detected:
+            await upstream.detect_kind()
+        return upstream
+
+    def chat(
+        self, request: web.Request, rid: str, chat: dict[str, Any], upstream: Upstream
+    ) -> Job:
+        """The chat job for a front's translated request."""
+        return self.make(
+            request, rid, "chat", "/chat/completions", orjson.dumps(chat), chat, upstream
+        )
 
     def make(
         self,

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from proxy.errors import ProxyError
@@ -56,14 +55,10 @@ class MessagesRoute:
         self.keepalive = keepalive
 
     async def job(self, request: web.Request, rid: str, raw: bytes, body: dict[str, Any]) -> Job:
-        upstream = self.jobs.upstream_for(body["model"])
-        if not upstream.kind_detected:
-            await upstream.detect_kind()
+        upstream = await self.jobs.detected(body["model"])
         translated = translate(body, Options.for_kind(upstream.kind))
         chat = translated.chat
-        job = self.jobs.make(
-            request, rid, "chat", "/chat/completions", orjson.dumps(chat), chat, upstream
-        )
+        job = self.jobs.chat(request, rid, chat, upstream)
         stops = chat.get("stop") or ()
         job.front = MessagesFront(Context(body["model"], tuple(stops)), keepalive=self.keepalive)
         for notice in translated.notices:
@@ -89,9 +84,7 @@ class MessagesRoute:
             model = body.get("model")
             if not isinstance(model, str) or not model:
                 raise ProxyError(400, "'model' must name the model to count for.", param="model")
-            upstream = self.jobs.upstream_for(model)
-            if not upstream.kind_detected:
-                await upstream.detect_kind()
+            upstream = await self.jobs.detected(model)
             # max_tokens has no part in a count: any value lets the body translate.
             chat = translate({**body, "max_tokens": 1}, Options.for_kind(upstream.kind)).chat
             tokens = await self.count(upstream, model, chat["messages"], chat.get("tools"))

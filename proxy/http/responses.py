@@ -69,19 +69,14 @@ class ResponsesRoute:
         self.keepalive = keepalive
 
     async def job(self, request: web.Request, rid: str, raw: bytes, body: dict[str, Any]) -> Job:
-        upstream = self.jobs.upstream_for(body["model"])
-        if not upstream.kind_detected:
-            await upstream.detect_kind()
+        upstream = await self.jobs.detected(body["model"])
         if passes_through(upstream):
             return self.jobs.make(request, rid, "responses", "/responses", raw, body, upstream)
         history, items = await self._stored_input(request, body)
         resolved = {**body, "input": items} if "input" in body else body
         options = Options.for_kind(upstream.kind)
         translated = translate(resolved, history, options, openai=upstream.kind == "openai")
-        chat = translated.chat
-        job = self.jobs.make(
-            request, rid, "chat", "/chat/completions", orjson.dumps(chat), chat, upstream
-        )
+        job = self.jobs.chat(request, rid, translated.chat, upstream)
         ctx = Context(body["model"], translated.echo, translated.tools,
                       translated.encrypted_reasoning)  # fmt: skip
         front = job.front = ResponsesFront(ctx, translated.store, keepalive=self.keepalive)

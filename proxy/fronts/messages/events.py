@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from proxy.fronts.chatstream import first_choice
+from proxy.fronts.chatstream import ChatCall, assemble, first_choice
 from proxy.fronts.messages.errors import overflow_message
 from proxy.fronts.messages.output import (
     Context,
@@ -51,11 +51,8 @@ class _Block:
 
 
 @dataclass(slots=True)
-class _Call:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-    opened: bool = False
+class _Call(ChatCall):
+    opened: bool = False  # its block has started
 
 
 class MessageWriter:
@@ -186,21 +183,10 @@ class MessageWriter:
         block.text.append(text)
 
     def _fragment(self, fragment: dict[str, Any], position: int) -> None:
-        index = fragment.get("index")
-        key = index if isinstance(index, int) and not isinstance(index, bool) else position
-        call = self._calls.setdefault(key, _Call())
-        if isinstance(fragment.get("id"), str) and fragment["id"] and not call.id:
-            call.id = fragment["id"]
-        found = fragment.get("function")
-        function: dict[str, Any] = found if isinstance(found, dict) else {}
-        if isinstance(function.get("name"), str) and function["name"] and not call.name:
-            call.name = function["name"]
-        piece = function.get("arguments")
-        if isinstance(piece, str) and piece:
-            call.arguments.append(piece)
-            block = self._block
-            if block is not None and block.call is call:
-                block.pending.append(piece)
+        call, piece = assemble(self._calls, _Call, fragment, position)
+        block = self._block
+        if piece and block is not None and block.call is call:
+            block.pending.append(piece)
         if not call.opened and call.name and (self._block is None or self._block.call is None):
             # One block at a time: a call opens when no other call is open (a parallel call's
             # fragments wait for the end, then go whole).

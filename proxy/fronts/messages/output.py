@@ -9,19 +9,16 @@ so those get fresh ones.
 
 from __future__ import annotations
 
-import itertools
-import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from proxy.fronts.ids import new_id
 from proxy.fronts.messages.request import TOOL_ID_PREFIX
 from proxy.toolcalls.recovery import RECOVERED_PREFIX
 
-_PROCESS = secrets.token_hex(6)
-_COUNTER = itertools.count(int.from_bytes(secrets.token_bytes(4), "big"))
 STOP_REASONS = {
     "stop": "end_turn",
     "length": "max_tokens",
@@ -31,24 +28,19 @@ STOP_REASONS = {
 }
 
 
-def new_id(prefix: str) -> str:
-    """A unique id (per process, then a counter: no system call per id)."""
-    return f"{prefix}{_PROCESS}{next(_COUNTER) & 0xFFFFFFFFFFFF:012x}"
-
-
 @dataclass(slots=True)
 class Context:
     """What every answer to one Messages request shares."""
 
     model: str
     stop_sequences: tuple[str, ...] = ()  # the request's, to tell which one stopped the reply
-    id: str = field(default_factory=lambda: new_id("msg_"))
+    id: str = field(default_factory=lambda: new_id("msg"))
     created: float = field(default_factory=time.time)
 
     def tool_id(self, chat_id: object) -> str:
         if isinstance(chat_id, str) and chat_id and not chat_id.startswith(RECOVERED_PREFIX):
             return TOOL_ID_PREFIX + chat_id
-        return new_id(TOOL_ID_PREFIX)
+        return new_id(TOOL_ID_PREFIX.rstrip("_"))
 
 
 def stop_reason(finish: object) -> str | None:

@@ -2,7 +2,6 @@
 
 | module | what it does |
 | --- | --- |
-| `ids` | the ids of responses and their items |
 | `tools` | Responses tools and `tool_choice` as chat tools, and the way back to each tool |
 | `items` | input items (messages, calls, outputs, reasoning) as chat messages |
 | `request` | a Responses body as a chat body, with the settings the answer echoes |

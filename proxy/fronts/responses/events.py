@@ -24,8 +24,8 @@ from typing import Any
 
 import orjson
 
-from proxy.fronts.chatstream import first_choice
-from proxy.fronts.responses.ids import new_id
+from proxy.fronts.chatstream import ChatCall, assemble, first_choice
+from proxy.fronts.ids import new_id
 from proxy.fronts.responses.output import (
     Context,
     call_item,
@@ -52,12 +52,9 @@ class _Text:
 
 
 @dataclass(slots=True)
-class _Call:
-    """A tool call being assembled from chat fragments."""
+class _Call(ChatCall):
+    """A tool call being assembled from chat fragments, and its item once open."""
 
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
     item: dict[str, Any] | None = None  # its added item, once it is open
     index: int = -1  # its output_index, once open
 
@@ -270,7 +267,7 @@ class EventWriter:
     # -- calls ---------------------------------------------------------------------------------
 
     def _fragment(self, fragment: dict[str, Any], position: int) -> None:
-        call, piece = self._assemble(fragment, position)
+        call, piece = assemble(self._calls, _Call, fragment, position)
         if call is self._live:
             if piece:
                 self._emit("response.function_call_arguments.delta", item_id=self._item_id(call),
@@ -282,25 +279,6 @@ class EventWriter:
             if call.arguments:
                 self._emit("response.function_call_arguments.delta", item_id=self._item_id(call),
                            output_index=call.index, delta="".join(call.arguments))  # fmt: skip
-
-    def _assemble(self, fragment: dict[str, Any], position: int) -> tuple[_Call, str]:
-        """The call a fragment belongs to, with the fragment added; its argument piece."""
-        index = fragment.get("index")
-        key = index if isinstance(index, int) and not isinstance(index, bool) else position
-        call = self._calls.get(key)
-        if call is None:
-            call = self._calls[key] = _Call()
-        if isinstance(fragment.get("id"), str) and fragment["id"] and not call.id:
-            call.id = fragment["id"]
-        function = fragment.get("function")
-        function = function if isinstance(function, dict) else {}
-        if isinstance(function.get("name"), str) and function["name"] and not call.name:
-            call.name = function["name"]
-        piece = function.get("arguments")
-        piece = piece if isinstance(piece, str) else ""
-        if piece:
-            call.arguments.append(piece)
-        return call, piece
 
     def _streams(self, call: _Call) -> bool:
         """Function calls stream their arguments; custom and shell calls go whole at the end."""

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from proxy.fronts.common import Options, late_system
-from proxy.fronts.responses.ids import new_id
+from proxy.fronts.ids import new_id
 from proxy.fronts.responses.tools import CUSTOM_PARAMETER, Tools, bad
 
 REASONING_TOKEN = "lg1:"  # latchgate's own encrypted_content: "lg1:" + base64url(JSON)

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from proxy.fronts.responses.ids import new_id
+from proxy.fronts.ids import new_id
 from proxy.fronts.responses.items import reasoning_token
 from proxy.fronts.responses.tools import CUSTOM_PARAMETER, Tools
 from proxy.toolcalls.recovery import RECOVERED_PREFIX

@@ -1,7 +1,6 @@
-"""Ids of responses and of their items, made once and reused wherever the item appears.
-
-An item's id and its call id are the same in the stream's events, in `response.completed` and in
-the store: Codex and the SDKs pair calls with their outputs by them.
+"""Ids the fronts make: of responses, messages, items and calls (`resp_...`, `msg_...`,
+`toolu_...`), each made once and reused wherever its object appears (in a stream's events, in
+the final object and in the store: clients pair calls with their outputs by them).
 """
 
 from __future__ import annotations
