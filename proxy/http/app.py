@@ -61,17 +61,26 @@ class Proxy:
         self.metrics = Metrics(model_cap=settings.model_label_cap)
         self.store = LatchStore()
         self.log = logs.get_logger()
-        self.masker = Masker(configured_secrets(settings))
-        logs.mask_secrets(self.masker)
+        masker = Masker(configured_secrets(settings))
+        logs.mask_secrets(masker)
         self.layer = AgentLayer(self.store, self.upstreams, on_latch=self.refresh_latch_gauge)
         self.listeners = (self.metrics.on_event,)  # every request's event listeners
         self.pipeline = Pipeline(self.layer, on_attempt=self._count_attempt)
-        self.jobs = JobMaker(self.router, self.upstreams, self.listeners, self.masker)
+        self.jobs = JobMaker(self.router, self.upstreams, self.listeners, masker)
         bounds = settings.store
         self.responses = MemoryStore(bounds.max_entries, bounds.max_bytes, bounds.max_age)
         self._probe_task: asyncio.Task[None] | None = None
         self.in_flight = InFlight()
         self._save_lock = asyncio.Lock()
+
+    @property
+    def masker(self) -> Masker:
+        """The secrets nothing latchgate sends may carry (kept where every job takes it from)."""
+        return self.jobs.masker
+
+    @masker.setter
+    def masker(self, masker: Masker) -> None:
+        self.jobs.masker = masker
 
     def mask(self, text: str) -> str:
         """`text` with every configured secret replaced: upstreams echo keys in their errors."""
@@ -416,8 +425,9 @@ def _error_field(proxy: Proxy, job: Job, status: int) -> dict[str, str]:
 
 
 class FrontRoute(Protocol):
-    """A front's part in its route (`proxy.http.responses`): the job for a parsed body, and
-    what the front does with the answer once the chat path has given it."""
+    """A front's part in its route (`proxy.http.responses`, `proxy.http.messages`): the job for
+    a parsed body, what the front does with the answer once the chat path has given it, and its
+    shape for an error answered before the job."""
 
     async def job(
         self, request: web.Request, rid: str, raw: bytes, body: dict[str, Any]

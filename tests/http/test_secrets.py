@@ -128,7 +128,6 @@ async def test_a_key_in_a_mid_stream_error_event_is_masked(
     )
     monkey = keyed.proxy
     monkey.masker = Masker([*configured_secrets(monkey.settings), PLAIN_KEY])
-    monkey.jobs.masker = monkey.masker  # where each job takes its masker from
     status, _, raw = await post(
         keyed, "/chat/completions", {"model": "m", "messages": MSG, "stream": True}
     )
