@@ -45,3 +45,30 @@ async def test_count_tokens_is_the_servers_own_count(
     longer = await sdk.messages.count_tokens(model=MODEL, messages=long)
     assert longer.input_tokens == await server_count(llama_wide, long)
     assert longer.input_tokens > counted.input_tokens + 100
+
+
+async def test_a_claude_code_shaped_request_is_answered(
+    llama_wide: LlamaServer, start_proxy: StartProxy
+) -> None:
+    # What Claude Code adds to every request (adaptive thinking, an effort, a system message
+    # inside messages, cache_control) must not make the server refuse a short one: it is sent as
+    # llama.cpp's own switches, which the server takes or latchgate learns to leave out.
+    lg = await front(start_proxy, llama_wide)
+    sdk = anthropic.AsyncAnthropic(base_url=lg.url, api_key="x", max_retries=0)
+    async with sdk.messages.stream(
+        model=MODEL,
+        max_tokens=16,
+        system=[
+            {"type": "text", "text": "Answer in one word.", "cache_control": {"type": "ephemeral"}}
+        ],
+        messages=[
+            {"role": "user", "content": "Say hello."},
+            {"role": "system", "content": "The user is testing."},  # type: ignore[typeddict-item]
+        ],
+        extra_body={"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}},
+    ) as stream:
+        final = await stream.get_final_message()
+    assert final.stop_reason in ("end_turn", "max_tokens")
+    texts = [block.text for block in final.content if block.type == "text"]
+    assert texts and texts[0].strip()
+    assert final.usage.output_tokens > 0
