@@ -192,6 +192,9 @@ class StreamRelay:
         """The next read; or, when `every` seconds pass without one before the answer began,
         a keepalive to the client instead (None). The relay writes it itself, so the client's
         stream has one writer (a second task's cancelled write could cancel the relay's)."""
+        ready = content.read_nowait()  # what already came needs no timer (nor a task for one)
+        if ready or content.at_eof():
+            return ready
         try:
             return await asyncio.wait_for(content.readany(), self.every)
         except TimeoutError:
