@@ -21,6 +21,19 @@ Prints a Markdown table (requests/s, p50, p99, and latchgate's ratios to the rel
 the raw numbers as JSON (`--json`). The `latchgate-responses` and `latchgate-messages` targets
 send the same request to `POST /v1/responses` and `POST /v1/messages` and are reported against
 the chat route (`latchgate`) of the same run.
+
+What agents send: `--tools` chooses what the request declares (`none`, the default: no tools;
+`one`: get_weather(city); `agent`: the 20 tools of bench/agent_tools.py, ~60 KB of schemas,
+plus get_weather) and `--answer` what the upstream answers (`text`, the default: plain text;
+`call`: a native tool call; `textcall`: the call written as Hermes `<tool_call>` text, which
+latchgate recovers as `call_recovered_0` when the request declares tools). Each takes a comma
+list and every combination is run; the rows then name their case as mode/tools/answer
+(`stream/one/text`), each compared with the relay on the same case. Every answer is checked
+before it is measured (bench/upstream.py serves each at a path of its own):
+
+    .venv/bin/python bench/bench_proxy.py --duration 3 --warmup 1 --connections 1,32 \
+        --tools none,one,agent --answer text,call,textcall --targets relay,latchgate
+    .venv/bin/python bench/bench_proxy.py --tools one,agent --targets relay,latchgate-info
 """
 
 from __future__ import annotations
@@ -41,11 +54,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import upstream as fake  # a sibling script (bench/ is not a package)
+from agent_tools import AGENT_TOOLS
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = Path(__file__).resolve().parent
@@ -66,6 +81,29 @@ DEFAULT_TARGETS = ("direct", "relay", "latchgate", "latchgate-info")
 RESPONSES = "latchgate-responses"
 MESSAGES = "latchgate-messages"
 FRONTS = {RESPONSES: "/v1/responses", MESSAGES: "/v1/messages"}
+# What the request declares (--tools) and what the upstream answers (--answer).
+TOOL_SETS = ("none", "one", "agent")
+ANSWERS = fake.ANSWERS
+# Targets that hand the upstream's bytes on unchanged: a call written as text stays text.
+PASSTHROUGH = ("direct", "relay", "relay-cancel")
+WEATHER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": fake.CALL_NAME,
+        "description": "Get the current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city's name."}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+def chat_tools(tools: str) -> list[dict[str, Any]]:
+    """The `tools` a request declares, in chat form. The agent's set (bench/agent_tools.py, 20
+    tools, ~60 KB) also declares get_weather, so the upstream's calls name a declared tool."""
+    return {"none": [], "one": [WEATHER_TOOL], "agent": [*AGENT_TOOLS, WEATHER_TOOL]}[tools]
 
 WRK_DONE = """
 done = function(summary, latency, requests)
@@ -80,7 +118,7 @@ end
 """
 
 
-def responses_body(mode: str) -> bytes:
+def responses_body(mode: str, tools: str = "none") -> bytes:
     """The same request as `request_body`, in the Responses API (what the front translates)."""
     body: dict[str, object] = {
         "model": fake.MODEL,
@@ -90,12 +128,14 @@ def responses_body(mode: str) -> bytes:
         "temperature": 0.2,
         "store": False,  # as Codex sends it: the store's cost is not the front's
     }
+    if declared := chat_tools(tools):
+        body["tools"] = [{"type": "function", **t["function"]} for t in declared]
     if mode == "stream":
         body["stream"] = True
     return orjson.dumps(body)
 
 
-def messages_body(mode: str) -> bytes:
+def messages_body(mode: str, tools: str = "none") -> bytes:
     """The same request in Anthropic's Messages API."""
     body: dict[str, object] = {
         "model": fake.MODEL,
@@ -104,13 +144,23 @@ def messages_body(mode: str) -> bytes:
         "max_tokens": 64,
         "temperature": 0.2,
     }
+    if declared := chat_tools(tools):
+        body["tools"] = [
+            {
+                "name": f["name"],
+                "description": f["description"],
+                "input_schema": f["parameters"],
+            }
+            for f in (t["function"] for t in declared)
+        ]
     if mode == "stream":
         body["stream"] = True
     return orjson.dumps(body)
 
 
-def request_body(mode: str) -> bytes:
-    """What every client sends: a short chat request, `stream: true` for the streamed mode."""
+def request_body(mode: str, tools: str = "none") -> bytes:
+    """What every client sends: a short chat request, `stream: true` for the streamed mode, and
+    the tools of `--tools` when it declares any."""
     body: dict[str, object] = {
         "model": fake.MODEL,
         "messages": [
@@ -120,12 +170,16 @@ def request_body(mode: str) -> bytes:
         "max_tokens": 64,
         "temperature": 0.2,
     }
+    if declared := chat_tools(tools):
+        body["tools"] = declared
     if mode == "stream":
         body["stream"] = True
     return orjson.dumps(body)
 
 
 def wrk_script(body: bytes) -> str:
+    if b"]==]" in body:
+        raise ValueError("the request body would end wrk's Lua long string")
     return (
         'wrk.method = "POST"\n'
         f"wrk.body = [==[{body.decode()}]==]\n"
@@ -246,27 +300,118 @@ def fetch(port: int, path: str, body: bytes) -> tuple[int, bytes]:
         conn.close()
 
 
-def check_answer(mode: str, port: int, path: str) -> None:
-    """Refuse to measure a target that does not answer correctly (an error page is fast)."""
+def check_answer(
+    mode: str,
+    port: int,
+    path: str,
+    tools: str = "none",
+    answer: str = "text",
+    passthrough: bool = False,
+) -> None:
+    """Refuse to measure a target that does not answer correctly (an error page is fast).
+
+    Through latchgate a native call must arrive as a call with parseable arguments, and a call
+    written as text as the recovered call `call_recovered_0` with no `<tool_call>` text left
+    (when the request declares no tools, nothing is recovered: it stays text). A pass-through
+    target (`passthrough`: direct, the relays) must hand on the upstream's answer unchanged.
+    """
     if path.endswith("/responses"):
-        return check_response(mode, port, path)
+        return check_response(mode, port, path, tools, answer)
     if path.endswith("/messages"):
-        return check_message(mode, port, path)
-    status, data = fetch(port, path, request_body(mode))
+        return check_message(mode, port, path, tools, answer)
+    status, data = fetch(port, path, request_body(mode, tools))
     if status != 200:
         raise RuntimeError(f"{mode} on :{port}{path} answered {status}: {data[:300]!r}")
-    if mode == "whole":
-        if orjson.loads(data) != orjson.loads(fake.completion_body()):
-            raise RuntimeError(f"whole answer on :{port} differs from the upstream's")
+    if answer == "text":
+        if mode == "whole":
+            if orjson.loads(data) != orjson.loads(fake.completion_body()):
+                raise RuntimeError(f"whole answer on :{port} differs from the upstream's")
+            return
+        events = [e for e in data.split(b"\n\n") if e.startswith(b"data: ")]
+        if len(events) != fake.SSE_CONTENT_CHUNKS + 3 or events[-1] != b"data: [DONE]":
+            raise RuntimeError(f"stream on :{port} has {len(events)} events: {data[-300:]!r}")
         return
-    events = [e for e in data.split(b"\n\n") if e.startswith(b"data: ")]
-    if len(events) != fake.SSE_CONTENT_CHUNKS + 3 or events[-1] != b"data: [DONE]":
-        raise RuntimeError(f"stream on :{port} has {len(events)} events: {data[-300:]!r}")
+    where = f"{mode}/{tools}/{answer} on :{port}{path}"
+    if passthrough:
+        if mode == "whole":
+            same = orjson.loads(data) == orjson.loads(fake.completion_body(answer))
+        else:
+            same = data == fake.sse_body(answer)
+        if not same:
+            raise RuntimeError(f"{where} is not the upstream's answer unchanged: {data[:300]!r}")
+        return
+    if mode == "whole":
+        choice = orjson.loads(data)["choices"][0]
+        message, finish = choice["message"], choice["finish_reason"]
+        text = message.get("content") or ""
+        calls = [
+            (c.get("id"), c["function"]["name"], c["function"]["arguments"])
+            for c in message.get("tool_calls") or []
+        ]
+    else:
+        text, calls, finish = chat_stream(data, where)
+    expect_call(where, tools, answer, text, calls, finish == "tool_calls", data, True)
 
 
-def check_response(mode: str, port: int, path: str) -> None:
-    """The Responses target must answer the upstream's text as a completed response."""
-    status, data = fetch(port, path, responses_body(mode))
+def chat_stream(data: bytes, where: str) -> tuple[str, list[tuple[str | None, str, str]], str]:
+    """A chat stream's content, its calls (id, name, arguments) and its last finish_reason."""
+    events = [e[6:] for e in data.split(b"\n\n") if e.startswith(b"data: ")]
+    if not events or events[-1] != b"[DONE]":
+        raise RuntimeError(f"{where}: the stream does not end with [DONE]: {data[-300:]!r}")
+    text, finish = [], ""
+    calls: dict[int, list[str]] = {}
+    for event in events[:-1]:
+        for choice in orjson.loads(event).get("choices", []):
+            delta = choice.get("delta") or {}
+            text.append(delta.get("content") or "")
+            for call in delta.get("tool_calls") or []:
+                got = calls.setdefault(call["index"], ["", "", ""])
+                fn = call.get("function") or {}
+                got[0] += call.get("id") or ""
+                got[1] += fn.get("name") or ""
+                got[2] += fn.get("arguments") or ""
+            finish = choice.get("finish_reason") or finish
+    return "".join(text), [(i or None, n, a) for i, n, a in calls.values()], finish
+
+
+def expect_call(
+    where: str,
+    tools: str,
+    answer: str,
+    text: str,
+    calls: list[tuple[str | None, str, Any]],
+    finished_as_call: bool,
+    data: bytes,
+    check_id: bool,
+) -> None:
+    """The answer latchgate must give for a call answer (`call` or `textcall`)."""
+    if answer == "textcall" and tools == "none":  # nothing declared: nothing to recover
+        if text != fake.TEXT_CALL or calls:
+            raise RuntimeError(f"{where}: the text call did not stay text: {data[:300]!r}")
+        return
+    if len(calls) != 1 or not finished_as_call:
+        raise RuntimeError(f"{where}: not one finished tool call: {data[:400]!r}")
+    call_id, name, arguments = calls[0]
+    if isinstance(arguments, str):
+        try:
+            arguments = orjson.loads(arguments)
+        except orjson.JSONDecodeError as exc:
+            raise RuntimeError(f"{where}: unparseable arguments {arguments!r}") from exc
+    if name != fake.CALL_NAME or arguments != fake.CALL_ARGUMENTS:
+        raise RuntimeError(f"{where}: the call is {name}({arguments!r}): {data[:400]!r}")
+    if answer == "textcall":
+        if "<tool_call>" in text or "</tool_call>" in text:
+            raise RuntimeError(f"{where}: marker text left beside the recovered call: {text!r}")
+        if check_id and call_id != "call_recovered_0":
+            raise RuntimeError(f"{where}: the recovered call's id is {call_id!r}")
+
+
+def check_response(
+    mode: str, port: int, path: str, tools: str = "none", answer: str = "text"
+) -> None:
+    """The Responses target must answer the upstream's text as a completed response (a call:
+    as a function_call item)."""
+    status, data = fetch(port, path, responses_body(mode, tools))
     if status != 200:
         raise RuntimeError(f"{mode} on :{port}{path} answered {status}: {data[:300]!r}")
     if mode == "stream":
@@ -277,16 +422,45 @@ def check_response(mode: str, port: int, path: str) -> None:
         response = last["response"]
     else:
         response = orjson.loads(data)
+    if answer != "text":
+        items = response["output"]
+        text = "".join(
+            part.get("text", "")
+            for item in items
+            if item["type"] == "message"
+            for part in item["content"]
+        )
+        calls = [
+            (item.get("call_id"), item["name"], item["arguments"])
+            for item in items
+            if item["type"] == "function_call"
+        ]
+        where = f"{mode}/{tools}/{answer} on :{port}{path}"
+        ok = response["status"] == "completed"
+        return expect_call(where, tools, answer, text, calls, ok, data, False)
     text = response["output"][0]["content"][0]["text"]
     if response["status"] != "completed" or text != "".join(fake.WORDS * 2):
         raise RuntimeError(f"response on :{port} is not the upstream's answer: {data[:300]!r}")
 
 
-def check_message(mode: str, port: int, path: str) -> None:
-    """The Messages target must answer the upstream's text as a finished message."""
-    status, data = fetch(port, path, messages_body(mode))
+def check_message(
+    mode: str, port: int, path: str, tools: str = "none", answer: str = "text"
+) -> None:
+    """The Messages target must answer the upstream's text as a finished message (a call: as a
+    tool_use block, stop_reason tool_use)."""
+    status, data = fetch(port, path, messages_body(mode, tools))
     if status != 200:
         raise RuntimeError(f"{mode} on :{port}{path} answered {status}: {data[:300]!r}")
+    if answer != "text":
+        where = f"{mode}/{tools}/{answer} on :{port}{path}"
+        if mode == "stream":
+            blocks, stop = message_stream(data)
+        else:
+            message = orjson.loads(data)
+            blocks, stop = message["content"], message["stop_reason"]
+        text = "".join(b.get("text", "") for b in blocks if b["type"] == "text")
+        calls = [(b.get("id"), b["name"], b["input"]) for b in blocks if b["type"] == "tool_use"]
+        return expect_call(where, tools, answer, text, calls, stop == "tool_use", data, False)
     if mode == "stream":
         events = [e for e in data.split(b"\n\n") if e.startswith(b"event: ")]
         kinds = [e.split(b"\n", 1)[0][7:] for e in events]
@@ -303,6 +477,28 @@ def check_message(mode: str, port: int, path: str) -> None:
         raise RuntimeError(f"message on :{port} is not the upstream's answer: {data[:300]!r}")
 
 
+def message_stream(data: bytes) -> tuple[list[dict[str, Any]], str | None]:
+    """A Messages stream's content blocks (tool_use input parsed) and its stop_reason."""
+    blocks: dict[int, dict[str, Any]] = {}
+    stop = None
+    for event in data.split(b"\n\n"):
+        if b"\ndata: " not in event:
+            continue
+        body = orjson.loads(event.split(b"\ndata: ", 1)[1])
+        if body["type"] == "content_block_start":
+            blocks[body["index"]] = {**body["content_block"], "partial": ""}
+        elif body["type"] == "content_block_delta":
+            block, delta = blocks[body["index"]], body["delta"]
+            block["text"] = block.get("text", "") + delta.get("text", "")
+            block["partial"] += delta.get("partial_json", "")
+        elif body["type"] == "message_delta":
+            stop = body["delta"].get("stop_reason") or stop
+    for block in blocks.values():
+        if block["type"] == "tool_use" and block["partial"]:
+            block["input"] = orjson.loads(block["partial"])
+    return list(blocks.values()), stop
+
+
 @dataclass
 class Case:
     mode: str
@@ -317,6 +513,23 @@ class Case:
     errors: int
     loadavg: str
     rounds: list[dict[str, float]] = field(default_factory=list)
+    tools: str = "none"
+    answer: str = "text"
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        """What a row is compared on: the same case and clients, another target."""
+        return (self.mode, self.tools, self.answer, self.connections)
+
+    @property
+    def label(self) -> str:
+        return f"{self.mode}/{self.tools}/{self.answer}"
+
+
+def extended(cases: list[Case]) -> bool:
+    """Whether any case declares tools or answers other than text: then rows name the case
+    (`stream/one/text`) where they name only the mode otherwise (the tables as they were)."""
+    return any(c.tools != "none" or c.answer != "text" for c in cases)
 
 
 def run_wrk(
@@ -365,25 +578,32 @@ def run_target(
     up_port: int,
     mode: str,
     target: str,
+    tools: str = "none",
+    answer: str = "text",
 ) -> dict[int, dict[str, float]]:
-    """Start `target` for `mode`, warm it up, measure every connection count, stop it."""
-    base = f"http://127.0.0.1:{up_port}/{mode}/v1"
-    script = run_dir / f"{mode}-{target}.lua"
+    """Start `target` for `mode`, warm it up, measure every connection count, stop it.
+
+    The request declares the tools of `tools`; the upstream answers `answer` (its own path)."""
+    at = fake.prefix(mode, answer)
+    base = f"http://127.0.0.1:{up_port}/{at}/v1"
+    name = mode if (tools, answer) == ("none", "text") else f"{mode}-{tools}-{answer}"
+    label = mode if (tools, answer) == ("none", "text") else f"{mode}/{tools}/{answer}"
+    script = run_dir / f"{name}-{target}.lua"
     bodies = {RESPONSES: responses_body, MESSAGES: messages_body}
-    body = bodies.get(target, request_body)(mode)
+    body = bodies.get(target, request_body)(mode, tools)
     script.write_text(wrk_script(body))
     with contextlib.ExitStack() as stack:
         if target == "direct":
-            port, path = up_port, f"/{mode}/v1/chat/completions"
+            port, path = up_port, f"/{at}/v1/chat/completions"
         else:
             port = free_port()
             path = FRONTS.get(target, "/v1/chat/completions")
             cmd = target_command(target, base, port, run_dir)
-            log = run_dir / f"{target}-{mode}.log"
+            log = run_dir / f"{target}-{name}.log"
             # `python -m proxy` imports the package from its working directory first.
             cwd = args.compare_dir if target.startswith("latchgate-compare") else ROOT
             stack.enter_context(running(cmd, port, log, place.preexec(place.proxy_cpu), cwd))
-        check_answer(mode, port, path)
+        check_answer(mode, port, path, tools, answer, target in PASSTHROUGH)
         url = f"http://127.0.0.1:{port}{path}"
         run_wrk(args.wrk, script, url, max(args.connections), args.warmup, place)
         results = {}
@@ -391,7 +611,7 @@ def run_target(
             results[connections] = measure(args, place, script, url, connections)
             results[connections]["loadavg"] = float(os.getloadavg()[0])
             print(
-                f"  {mode:6} {target:15} c={connections:<3} "
+                f"  {label:6} {target:15} c={connections:<3} "
                 f"{results[connections]['rps']:9.0f} req/s  "
                 f"p50 {results[connections]['p50_ms']:7.3f} ms  "
                 f"p99 {results[connections]['p99_ms']:7.3f} ms",
@@ -400,7 +620,14 @@ def run_target(
         return results
 
 
-def aggregate(mode: str, target: str, conns: int, rounds: list[dict[str, float]]) -> Case:
+def aggregate(
+    mode: str,
+    tools: str,
+    answer: str,
+    target: str,
+    conns: int,
+    rounds: list[dict[str, float]],
+) -> Case:
     """The median of each figure over the rounds (one round: the figures themselves)."""
 
     def med(key: str) -> float:
@@ -419,6 +646,8 @@ def aggregate(mode: str, target: str, conns: int, rounds: list[dict[str, float]]
         errors=int(sum(r["errors"] for r in rounds)),
         loadavg=" ".join(f"{r['loadavg']:.2f}" for r in rounds),
         rounds=rounds,
+        tools=tools,
+        answer=answer,
     )
 
 
@@ -427,20 +656,22 @@ def aggregate(mode: str, target: str, conns: int, rounds: list[dict[str, float]]
 
 def table(cases: list[Case]) -> str:
     """Markdown: one row per case; latchgate rows carry throughput ratio and p50 delta to relay."""
-    relay = {(c.mode, c.connections): c for c in cases if c.target == "relay"}
+    relay = {c.key: c for c in cases if c.target == "relay"}
+    wide = extended(cases)
     lines = [
-        "| mode | clients | target | req/s | p50 ms | p99 ms | req/s ÷ relay "
-        "| p50 − relay ms | errors |",
+        f"| {'case' if wide else 'mode'} | clients | target | req/s | p50 ms | p99 ms "
+        "| req/s ÷ relay | p50 − relay ms | errors |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for c in cases:
-        base = relay.get((c.mode, c.connections))
+        base = relay.get(c.key)
         ratio = delta = ""
         if base is not None and c.target != "relay":
             ratio = f"{c.rps / base.rps:.2f}"
             delta = f"{c.p50_ms - base.p50_ms:+.3f}"
         lines.append(
-            f"| {c.mode} | {c.connections} | {c.target} | {c.rps:,.0f} | {c.p50_ms:.3f} "
+            f"| {c.label if wide else c.mode} | {c.connections} | {c.target} | {c.rps:,.0f} "
+            f"| {c.p50_ms:.3f} "
             f"| {c.p99_ms:.3f} | {ratio} | {delta} | {c.errors} |"
         )
     return "\n".join(lines)
@@ -450,47 +681,51 @@ def fronts_table(cases: list[Case]) -> str:
     """Markdown: the fronts (Responses, Messages) against the chat route of the same run. The
     extra cost per request is the difference of the mean times per request at saturation
     (1/throughput); per streamed event, that over the stream's 20 chunk events."""
-    chat = {(c.mode, c.connections): c for c in cases if c.target == "latchgate"}
+    chat = {c.key: c for c in cases if c.target == "latchgate"}
+    wide = extended(cases)
     lines = [
-        "| mode | clients | front | chat req/s | front req/s | ÷ chat | extra µs/request "
-        "| extra µs/event |",
+        f"| {'case' if wide else 'mode'} | clients | front | chat req/s | front req/s | ÷ chat "
+        "| extra µs/request | extra µs/event |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for c in cases:
-        base = chat.get((c.mode, c.connections))
+        base = chat.get(c.key)
         if c.target not in FRONTS or base is None:
             continue
         extra = (1 / c.rps - 1 / base.rps) * 1e6
-        per_event = f"{extra / (fake.SSE_CONTENT_CHUNKS + 2):.1f}" if c.mode == "stream" else ""
+        per_event = f"{extra / fake.sse_events(c.answer):.1f}" if c.mode == "stream" else ""
         lines.append(
-            f"| {c.mode} | {c.connections} | {c.target} | {base.rps:,.0f} | {c.rps:,.0f} "
+            f"| {c.label if wide else c.mode} | {c.connections} | {c.target} | {base.rps:,.0f} "
+            f"| {c.rps:,.0f} "
             f"| {c.rps / base.rps:.2f} | {extra:.0f} | {per_event} |"
         )
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def verdict(cases: list[Case]) -> list[str]:
-    relay = {(c.mode, c.connections): c for c in cases if c.target == "relay"}
+    relay = {c.key: c for c in cases if c.target == "relay"}
     out = []
-    chat = {(c.mode, c.connections): c for c in cases if c.target == "latchgate"}
+    chat = {c.key: c for c in cases if c.target == "latchgate"}
+    wide = extended(cases)
     for c in cases:
-        if c.target in FRONTS and (c.mode, c.connections) in chat:
-            ratio = c.rps / chat[(c.mode, c.connections)].rps
+        case = c.label if wide else c.mode
+        if c.target in FRONTS and c.key in chat:
+            ratio = c.rps / chat[c.key].rps
             # The aim (within 15 % of the chat route) is set at 32 clients.
             aim = "" if c.connections != 32 else (
                 " -> meets the 15 % aim" if ratio >= 0.85 else " -> MISSES the 15 % aim"
             )
             out.append(
-                f"{c.target} {c.mode} c={c.connections}: {ratio:.0%} of the chat route's "
+                f"{c.target} {case} c={c.connections}: {ratio:.0%} of the chat route's "
                 f"throughput{aim}"
             )
             continue
-        base = relay.get((c.mode, c.connections))
+        base = relay.get(c.key)
         if c.target.startswith("latchgate") and base is not None:
             ratio, delta = c.rps / base.rps, c.p50_ms - base.p50_ms
             ok = ratio >= 0.8 and delta <= 1.0
             out.append(
-                f"{c.target} {c.mode} c={c.connections}: {ratio:.0%} of relay throughput, "
+                f"{c.target} {case} c={c.connections}: {ratio:.0%} of relay throughput, "
                 f"p50 {delta:+.3f} ms -> {'meets' if ok else 'MISSES'} the target"
             )
     return out
@@ -541,6 +776,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--connections", default="1,32", help="concurrent clients (1,32)")
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument(
+        "--tools",
+        default="none",
+        help=f"what the request declares, some of {','.join(TOOL_SETS)} (none; one: "
+        "get_weather(city); agent: 20 agent tools, ~60 KB of schemas, and get_weather)",
+    )
+    p.add_argument(
+        "--answer",
+        default="text",
+        help=f"what the upstream answers, some of {','.join(ANSWERS)} (text; call: a native "
+        "tool call; textcall: the call written as Hermes <tool_call> text, which latchgate "
+        "recovers when the request declares tools)",
+    )
+    p.add_argument(
         "--targets",
         default=",".join(DEFAULT_TARGETS),
         help=f"some of {','.join(TARGETS)} (relay-cancel: the relay with aiohttp's "
@@ -564,7 +812,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.connections = [int(x) for x in args.connections.split(",")]
     args.modes = [m for m in args.modes.split(",") if m]
     args.targets = [t for t in args.targets.split(",") if t]
-    for name, allowed, given in (("modes", MODES, args.modes), ("targets", TARGETS, args.targets)):
+    args.tools = [t for t in args.tools.split(",") if t]
+    args.answer = [a for a in args.answer.split(",") if a]
+    for name, allowed, given in (
+        ("modes", MODES, args.modes),
+        ("targets", TARGETS, args.targets),
+        ("tools", TOOL_SETS, args.tools),
+        ("answer", ANSWERS, args.answer),
+    ):
         bad = set(given) - set(allowed)
         if bad:
             p.error(f"--{name}: {', '.join(sorted(bad))} not in {', '.join(allowed)}")
@@ -591,17 +846,30 @@ def main(argv: list[str] | None = None) -> None:
         up_port = free_port()
         impl, up_cmd = upstream_command(args.upstream, up_port, run_dir)
         info = machine(impl)  # before the run: the tree may change while it runs
-        rounds: dict[tuple[str, str, int], list[dict[str, float]]] = {}
+        rounds: dict[tuple[str, str, str, str, int], list[dict[str, float]]] = {}
+        combos = [(t, a) for t in args.tools for a in args.answer]
         with running(up_cmd, up_port, run_dir / "upstream.log", place.preexec(place.load_cpu)):
             for n in range(args.rounds):
                 print(f"round {n + 1}/{args.rounds}", file=sys.stderr)
                 for mode in args.modes:
-                    for target in args.targets:
-                        found = run_target(args, place, run_dir, up_port, mode, target)
-                        for conns, figures in found.items():
-                            rounds.setdefault((mode, target, conns), []).append(figures)
-    cases = [aggregate(m, t, c, r) for (m, t, c), r in rounds.items()]
-    cases.sort(key=lambda c: (MODES.index(c.mode), c.connections, TARGETS.index(c.target)))
+                    for tools, answer in combos:
+                        for target in args.targets:
+                            found = run_target(
+                                args, place, run_dir, up_port, mode, target, tools, answer
+                            )
+                            for conns, figures in found.items():
+                                key = (mode, tools, answer, target, conns)
+                                rounds.setdefault(key, []).append(figures)
+    cases = [aggregate(m, tl, a, t, c, r) for (m, tl, a, t, c), r in rounds.items()]
+    cases.sort(
+        key=lambda c: (
+            MODES.index(c.mode),
+            TOOL_SETS.index(c.tools),
+            ANSWERS.index(c.answer),
+            c.connections,
+            TARGETS.index(c.target),
+        )
+    )
     print("\n".join(f"- {k}: {v}" for k, v in info.items()))
     print(f"- command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     print()

@@ -12,6 +12,18 @@ plain base URL and never has to look into bodies:
     POST {root}/stream/v1/chat/completions  an SSE stream: 20 chunk events, then [DONE]
     GET  {root}/{whole,stream}/v1/models    a model listing (latchgate probes it at start)
 
+Beside those plain-text answers, each kind has two tool-call answers at a path of its own
+(`prefix(kind, answer)`), with their model listings too:
+
+    {root}/{kind}-call/v1/...      a native call, get_weather({"city": "Paris"}): a completion
+                                   with `tool_calls` and finish_reason tool_calls, or a stream of
+                                   the role chunk, the call's name chunk, 4 argument fragments,
+                                   the finish chunk and [DONE]
+    {root}/{kind}-textcall/v1/...  the same call written as text in the Hermes form
+                                   (`<tool_call>{...}</tool_call>` as content), whole or split
+                                   over 10 content chunks, finish_reason stop: what latchgate
+                                   recovers
+
 Run alone: `python bench/upstream.py --port 9000 [--impl nginx|asyncio]`.
 """
 
@@ -34,17 +46,46 @@ SSE_CONTENT_CHUNKS = 18  # + the role chunk + the finish chunk = 20 events, then
 WORDS = ("The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog.")
 
 
-def completion_body() -> bytes:
-    """A llama.cpp-shaped chat completion (511 bytes)."""
+KINDS = ("whole", "stream")
+ANSWERS = ("text", "call", "textcall")  # plain text, a native tool call, a call written as text
+CALL_NAME = "get_weather"
+CALL_ARGUMENTS = {"city": "Paris"}
+CALL_ID = "call_bench0"
+# The native call's arguments as the stream sends them: 4 fragments of `{"city": "Paris"}`.
+CALL_FRAGMENTS = ('{"ci', 'ty": ', '"Par', 'is"}')
+TEXT_CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+TEXT_CALL_CHUNKS = 10
+
+
+def prefix(kind: str, answer: str = "text") -> str:
+    """The path segment that selects an answer: `whole`, `stream`, `whole-call`, ..."""
+    return kind if answer == "text" else f"{kind}-{answer}"
+
+
+def _native_call(arguments: str) -> dict[str, object]:
+    return {
+        "id": CALL_ID,
+        "type": "function",
+        "function": {"name": CALL_NAME, "arguments": arguments},
+    }
+
+
+def completion_body(answer: str = "text") -> bytes:
+    """A llama.cpp-shaped chat completion (511 bytes for the text answer)."""
+    message: dict[str, object] = {"role": "assistant", "content": "".join(WORDS * 2)}
+    finish = "stop"
+    if answer == "call":
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_native_call("".join(CALL_FRAGMENTS))],
+        }
+        finish = "tool_calls"
+    elif answer == "textcall":
+        message = {"role": "assistant", "content": TEXT_CALL}
     return orjson.dumps(
         {
-            "choices": [
-                {
-                    "finish_reason": "stop",
-                    "index": 0,
-                    "message": {"role": "assistant", "content": "".join(WORDS * 2)},
-                }
-            ],
+            "choices": [{"finish_reason": finish, "index": 0, "message": message}],
             "created": CREATED,
             "model": MODEL,
             "system_fingerprint": "b0-unknown",
@@ -74,19 +115,53 @@ def _chunk(delta: dict[str, object], finish: str | None) -> bytes:
     return b"data: " + orjson.dumps(event) + b"\n\n"
 
 
-def sse_body() -> bytes:
-    """A llama.cpp-shaped SSE stream: role chunk, 18 content chunks, finish chunk, [DONE]."""
+def sse_body(answer: str = "text") -> bytes:
+    """A llama.cpp-shaped SSE stream: role chunk, 18 content chunks, finish chunk, [DONE]
+    (for a call: the call's chunks instead of the content chunks)."""
     parts = [_chunk({"role": "assistant", "content": None}, None)]
-    parts += [_chunk({"content": WORDS[i % len(WORDS)]}, None) for i in range(SSE_CONTENT_CHUNKS)]
-    parts.append(_chunk({}, "stop"))
+    finish = "stop"
+    if answer == "call":
+        first = {"index": 0, **_native_call("")}
+        parts.append(_chunk({"tool_calls": [first]}, None))
+        parts += [
+            _chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}, None)
+            for piece in CALL_FRAGMENTS
+        ]
+        finish = "tool_calls"
+    elif answer == "textcall":
+        size = -(-len(TEXT_CALL) // TEXT_CALL_CHUNKS)
+        pieces = [TEXT_CALL[i : i + size] for i in range(0, len(TEXT_CALL), size)]
+        parts += [_chunk({"content": piece}, None) for piece in pieces]
+    else:
+        parts += [
+            _chunk({"content": WORDS[i % len(WORDS)]}, None) for i in range(SSE_CONTENT_CHUNKS)
+        ]
+    parts.append(_chunk({}, finish))
     parts.append(b"data: [DONE]\n\n")
     return b"".join(parts)
+
+
+def sse_events(answer: str = "text") -> int:
+    """How many events the stream of `answer` has before [DONE] (20 for the text answer)."""
+    return sse_body(answer).count(b"data: ") - 1
 
 
 def models_body() -> bytes:
     return orjson.dumps(
         {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "bench"}]}
     )
+
+
+def _answers() -> list[tuple[str, str, str, bytes]]:
+    """Every (kind, answer, content type, body) the upstream serves."""
+    out = []
+    for kind in KINDS:
+        for answer in ANSWERS:
+            if kind == "whole":
+                out.append((kind, answer, "application/json", completion_body(answer)))
+            else:
+                out.append((kind, answer, "text/event-stream", sse_body(answer)))
+    return out
 
 
 # -- nginx ---------------------------------------------------------------------------------
@@ -116,19 +191,17 @@ def _nginx_pieces(body: bytes) -> tuple[str, str]:
 def nginx_config(port: int, run_dir: Path) -> str:
     """A self-contained nginx.conf: one process, no logs, keep-alive without a request cap."""
     locations = []
-    for kind, ctype, body in (
-        ("whole", "application/json", completion_body()),
-        ("stream", "text/event-stream", sse_body()),
-    ):
+    for kind, answer, ctype, body in _answers():
         sets, refs = _nginx_pieces(body)
+        at = prefix(kind, answer)
         locations.append(
             f"""
-        location = /{kind}/v1/chat/completions {{
+        location = /{at}/v1/chat/completions {{
             default_type {ctype};
             {sets}
             return 200 "{refs}";
         }}
-        location = /{kind}/v1/models {{
+        location = /{at}/v1/models {{
             default_type application/json;
             return 200 {_nginx_string(models_body())};
         }}"""
@@ -191,16 +264,10 @@ def _http_response(status: str, ctype: bytes, body: bytes) -> bytes:
 
 def _responses() -> dict[bytes, bytes]:
     out = {}
-    for kind in (b"whole", b"stream"):
-        body, ctype = (
-            (completion_body(), b"application/json")
-            if kind == b"whole"
-            else (sse_body(), b"text/event-stream")
-        )
-        out[b"/" + kind + b"/v1/chat/completions"] = _http_response("200 OK", ctype, body)
-        out[b"/" + kind + b"/v1/models"] = _http_response(
-            "200 OK", b"application/json", models_body()
-        )
+    for kind, answer, ctype, body in _answers():
+        at = b"/" + prefix(kind, answer).encode()
+        out[at + b"/v1/chat/completions"] = _http_response("200 OK", ctype.encode(), body)
+        out[at + b"/v1/models"] = _http_response("200 OK", b"application/json", models_body())
     return out
 
 
