@@ -157,6 +157,55 @@ def assemble(
     return call, piece
 
 
+class QueuedWriter:
+    """What both fronts' writers share: events queued as bytes until `take`, and the way a
+    chunk is taken in (once started, its usage noted, its choice 0 handed to `_choice`).
+
+    A writer says what its events are: `_start` (the opening events, once), `_choice` (what a
+    choice's delta becomes) and `_flush` (the text held for one delta, sent)."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.ended = False  # a terminal event went out: nothing more may
+        self._usage: object = None
+        self._out: list[bytes] = []
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        """Take in one chat chunk (its events wait for `take`)."""
+        if self.ended:
+            return
+        if not self.started:
+            self._start()
+        usage = chunk.get("usage")
+        if usage is not None:
+            self._usage = usage
+        choice = first_choice(chunk)
+        if choice is not None:
+            self._choice(choice)
+
+    def take(self) -> bytes:
+        """The events so far, as bytes; text added since the last call goes as one delta.
+
+        Deltas are sent per `take`, not per chunk: the stream calls it once per write of the
+        chat path, so text that reached latchgate together reaches the client together, in one
+        event instead of one per token (which costs each event's framing again, for nothing a
+        client could see).
+        """
+        self._flush()
+        out = b"".join(self._out)
+        self._out.clear()
+        return out
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _choice(self, choice: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _flush(self) -> None:
+        raise NotImplementedError
+
+
 def first_choice(chunk: dict[str, Any]) -> dict[str, Any] | None:
     """A chunk's choice 0 (the only one a front's request asks for), if it has it."""
     choices = chunk.get("choices")

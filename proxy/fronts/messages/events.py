@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from proxy.fronts.chatstream import ChatCall, assemble, first_choice
+from proxy.fronts.chatstream import ChatCall, QueuedWriter, assemble
 from proxy.fronts.messages.errors import overflow_message
 from proxy.fronts.messages.output import (
     Context,
@@ -55,46 +55,25 @@ class _Call(ChatCall):
     opened: bool = False  # its block has started
 
 
-class MessageWriter:
+class MessageWriter(QueuedWriter):
     """Chat chunks in, Messages events out (as bytes on the wire)."""
 
     def __init__(self, ctx: Context) -> None:
+        super().__init__()
         self.ctx = ctx
-        self.started = False
-        self.ended = False
         self.content: list[dict[str, Any]] = []  # the blocks done, in order
         self.final: dict[str, Any] | None = None
         self._block: _Block | None = None
         self._calls: dict[int, _Call] = {}
         self._finish: object = None
         self._sequence: str | None = None  # the stop sequence that ended it, when known
-        self._usage: object = None
         self._failed = False
-        self._out: list[bytes] = []
 
     @property
     def completed(self) -> bool:
         return self.ended and not self._failed
 
     # -- the Writer protocol -----------------------------------------------------------------
-
-    def add(self, chunk: dict[str, Any]) -> None:
-        if self.ended:
-            return
-        if not self.started:
-            self._start()
-        usage = chunk.get("usage")
-        if usage is not None:
-            self._usage = usage
-        choice = first_choice(chunk)
-        if choice is not None:
-            self._choice(choice)
-
-    def take(self) -> bytes:
-        self._flush()
-        out = b"".join(self._out)
-        self._out.clear()
-        return out
 
     def done(self) -> bytes:
         if self.ended:

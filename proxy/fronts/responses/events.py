@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from proxy.fronts.chatstream import ChatCall, assemble, first_choice
+from proxy.fronts.chatstream import ChatCall, QueuedWriter, assemble
 from proxy.fronts.ids import new_id
 from proxy.fronts.responses.output import (
     Context,
@@ -62,22 +62,19 @@ class _Call(ChatCall):
 _PLAIN = frozenset({"content", "role"})  # a delta with only these keys is just more text
 
 
-class EventWriter:
+class EventWriter(QueuedWriter):
     """Chat chunks in, Responses events out (as bytes on the wire)."""
 
     def __init__(self, ctx: Context) -> None:
+        super().__init__()
         self.ctx = ctx
         self.seq = 0
-        self.started = False
-        self.ended = False  # a terminal event went out: nothing more may
         self.output: list[dict[str, Any]] = []  # the items done, in order
         self.final: dict[str, Any] | None = None  # the response as completed (for the store)
         self._text: _Text | None = None
         self._calls: dict[int, _Call] = {}  # by chat index, in order of appearance
         self._live: _Call | None = None  # the call whose argument deltas go out as they come
         self._finish: object = None
-        self._usage: object = None
-        self._out: list[bytes] = []
 
     @property
     def completed(self) -> bool:
@@ -89,32 +86,6 @@ class EventWriter:
         """The events one chat chunk becomes."""
         self.add(chunk)
         return self.take()
-
-    def take(self) -> bytes:
-        """The events so far, as bytes; text added since the last call goes as one delta.
-
-        Deltas are sent per `take`, not per chunk: the stream calls it once per write of the
-        chat path, so text that reached latchgate together reaches the client together, in one
-        event instead of one per token (which costs each event's framing again, for nothing a
-        client could see).
-        """
-        self._flush_text()
-        out = b"".join(self._out)
-        self._out.clear()
-        return out
-
-    def add(self, chunk: dict[str, Any]) -> None:
-        """Take in one chat chunk (its events wait for `take`)."""
-        if self.ended:
-            return
-        if not self.started:
-            self._start()
-        usage = chunk.get("usage")
-        if usage is not None:
-            self._usage = usage
-        choice = first_choice(chunk)
-        if choice is not None:
-            self._choice(choice)
 
     def keepalive(self) -> bytes:
         """`response.in_progress` again: a real event (Codex's idle timer skips comments)."""
@@ -210,7 +181,7 @@ class EventWriter:
                 item.logprobs.extend(tokens)
                 item.pending_logprobs += len(tokens)
 
-    def _flush_text(self) -> None:
+    def _flush(self) -> None:
         """The open item's text since its last delta, as one delta event."""
         item = self._text
         if item is None or not item.pending:
@@ -246,7 +217,7 @@ class EventWriter:
         item = self._text
         if item is None:
             return
-        self._flush_text()
+        self._flush()
         self._text = None
         text = "".join(item.text)
         ids = {"item_id": item.id, "output_index": item.index, "content_index": 0}
