@@ -19,12 +19,9 @@ from proxy.path.answers import error_status
 _FINISHED = re.compile(rb'"finish_reason"\s*:\s*"')
 DONE_EVENT = b"data: [DONE]\n\n"
 # The end of a plain stream: a `[DONE]` event or a finish reason (completions streams carry one).
-# How a plain stream says it finished: [DONE], a finish reason, or a Responses terminal event
-# (a passthrough Responses stream has no [DONE]).
-RAW_END = re.compile(
-    rb'(?:^|\n)data: ?\[DONE\]\n|"finish_reason"\s*:\s*"'
-    rb'|"type"\s*:\s*"response\.(?:completed|incomplete|failed)"'
-)
+RAW_END = re.compile(rb'(?:^|\n)data: ?\[DONE\]\n|"finish_reason"\s*:\s*"')
+# A passthrough Responses stream has no [DONE]: it ends with its terminal event.
+RESPONSES_END = re.compile(rb'"type"\s*:\s*"response\.(?:completed|incomplete|failed)"')
 
 
 def loads(raw: bytes) -> Any:

@@ -13,7 +13,7 @@ import aiohttp
 from aiohttp import web
 
 from proxy.path import client as out
-from proxy.path.chunks import RAW_END
+from proxy.path.chunks import RAW_END, RESPONSES_END
 from proxy.path.deadlines import Deadlines
 from proxy.path.job import Decision, Job, Layer
 from proxy.path.sending import Sender
@@ -39,6 +39,7 @@ class RawStreamRelay:
         first, idle = cfg.effective_first_token_timeout, cfg.idle_timeout
         timer = self.deadlines.at(loop.time() + first if first > 0 else None)
         parser = SSEParser()
+        end = RESPONSES_END if job.route == "responses" else RAW_END  # how this stream finishes
         resp: aiohttp.ClientResponse | Decision | None = None
         ended = False  # [DONE] or a finish reason came
         try:
@@ -53,7 +54,7 @@ class RawStreamRelay:
                     region = job.masker.bytes(parser.feed(chunk))  # whole events: no key split
                     if not region:
                         continue
-                    ended = ended or RAW_END.search(region) is not None
+                    ended = ended or end.search(region) is not None
                     # Opened at the first event, so a silent try is retried.
                     client = job.response or await out.open_stream(
                         request,

@@ -700,9 +700,12 @@ async def test_a_passthrough_upstream_with_the_clients_key_serves_its_stored_res
     (asked,) = [p for p in fake.probes if p.path == "/v1/responses/resp_up2"]
     assert asked.headers["Authorization"] == "Bearer client-key-123"
     # The path is rebuilt from a checked id: an encoded slash cannot reach another route.
-    async with aiohttp.ClientSession() as session, session.get(
-        f"{lg.base_url}/responses/..%2Ffiles", headers={"Authorization": "Bearer k-1234567"}
-    ) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(
+            f"{lg.base_url}/responses/..%2Ffiles", headers={"Authorization": "Bearer k-1234567"}
+        ) as resp,
+    ):
         assert resp.status == 404
     assert not [p for p in fake.probes if "files" in p.path]
 
@@ -730,3 +733,30 @@ async def test_input_items_page_and_order_and_cancel_is_refused(
     with pytest.raises(openai.BadRequestError) as info:
         await client.responses.cancel(response.id)
     assert "background" in info.value.message
+
+
+async def test_a_passthrough_stream_ends_at_its_terminal_event_and_a_cut_one_is_an_error(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    lg = await start_proxy(
+        {"name": "openai", "base_url": fake.url, "kind": "openai", "api_key_env": "PATH"}
+    )
+    created = {"type": "response.created", "sequence_number": 0, "response": {"id": "resp_p"}}
+    completed = {"type": "response.completed", "sequence_number": 1, "response": {"id": "resp_p"}}
+    events = [b"event: response.created\ndata: " + orjson.dumps(created) + b"\n\n",
+              b"event: response.completed\ndata: " + orjson.dumps(completed) + b"\n\n"]  # fmt: skip
+    fake.push(Stream(events))
+    body = {"model": MODEL, "input": "Hi", "stream": True}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{lg.base_url}/responses", json=body) as resp,
+    ):
+        raw = await resp.read()
+    assert raw == b"".join(events)  # as it came, and nothing after (no [DONE] to wait for)
+    fake.push(Stream(events[:1], then="drop"))
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{lg.base_url}/responses", json=body) as resp,
+    ):
+        raw = await resp.read()
+    assert raw.startswith(events[0]) and b'"error"' in raw[len(events[0]) :]
