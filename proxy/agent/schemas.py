@@ -793,6 +793,28 @@ def _key(schema: object) -> bytes | None:
         return None
 
 
+class _LastKey:
+    """The last tools list keyed, and its key. A request's list is keyed twice (checked in
+    `passthrough_problem` before sending, sanitised in `apply_to_request`), and serialising 60 KB
+    of schemas twice cost more than the rest of the request. Bodies are never mutated, and the
+    list itself is held, so its identity cannot be reused while it is remembered."""
+
+    __slots__ = ("key", "tools")
+
+    def __init__(self) -> None:
+        self.tools: list[Any] | None = None
+        self.key: bytes | None = None
+
+    def of(self, tools: list[Any]) -> bytes | None:
+        if self.tools is not tools:
+            self.tools, self.key = tools, _key(tools)
+        return self.key
+
+
+_last_tools = _LastKey()
+_tools_key = _last_tools.of
+
+
 @lru_cache(maxsize=_CACHE_SIZE)
 def _form_cached(key: bytes, strict_safe: bool, root_object: bool, relaxed: bool) -> _Form:
     return _build_form(orjson.loads(key), strict_safe, root_object, relaxed)
@@ -828,6 +850,8 @@ def clear_caches() -> None:
     _inspected.cache_clear()
     _relax_cached.cache_clear()
     _tools_cached.cache_clear()
+    _contradiction_cached.cache_clear()
+    _last_tools.tools = _last_tools.key = None
 
 
 def sanitise(
@@ -942,7 +966,7 @@ def _unwalkable(target: _Target, problem: _Problem) -> SchemaError:
         return SchemaError(
             target.param,
             f"The schema of {target.owner} has a 'type' list holding something other than type "
-            f"names{where}. List names such as \"string\" and \"null\", or use anyOf.",
+            f'names{where}. List names such as "string" and "null", or use anyOf.',
             target.code,
         )
     if problem.reason == "large":
@@ -1089,7 +1113,7 @@ def _tools_cached(key: bytes, mode: str, relaxed: bool) -> _ToolsOutcome:
 def _apply_tools(
     tools: list[Any], mode: str, relaxed: bool, notices: list[str]
 ) -> tuple[list[Any], bool]:
-    key = _key(tools)
+    key = _tools_key(tools)
     if key is None:
         outcome = _tools_outcome(tools, mode, relaxed)
     else:
@@ -1119,24 +1143,42 @@ def _with_response_schema(body: dict[str, Any], schema: object) -> dict[str, Any
 
 def passthrough_problem(body: dict[str, Any]) -> ProxyError | None:
     """In passthrough mode, min > max bounds are refused before sending, rather than sent to a
-    grammar (found by an uncached walk over the body's schemas, before the request is built)."""
+    grammar (found before the request is built; cached per tools list, like sanitising)."""
     tools = body.get("tools")
-    for tool in tools if isinstance(tools, list) else []:
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(fn, dict):
-            continue
-        found = find_contradictions(fn.get("parameters"))
-        if found:
-            path, keyword = found[0]
+    if isinstance(tools, list) and tools:
+        key = _tools_key(tools)
+        found = _contradiction_of(tools) if key is None else _contradiction_cached(key)
+        if found is not None:
+            name, path, keyword = found
             return ProxyError(
                 400,
-                f"Tool {fn.get('name')!r} has an impossible schema: '{keyword}' at {path or '/'} "
+                f"Tool {name!r} has an impossible schema: '{keyword}' at {path or '/'} "
                 "contradicts its counterpart (the minimum is above the maximum). Fix the bound; "
                 "no value can satisfy it.",
                 param="tools",
                 code="invalid_tool_schema",
             )
     return _response_contradiction(body)
+
+
+def _contradiction_of(tools: list[Any]) -> tuple[Any, str, str] | None:
+    """(tool name, path, keyword) of the first tool schema with a min > max pair."""
+    for tool in tools:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict):
+            continue
+        found = find_contradictions(fn.get("parameters"))
+        if found:
+            path, keyword = found[0]
+            return fn.get("name"), path, keyword
+    return None
+
+
+# Every turn of an agent run declares the same tools: the walk over their schemas (most of the
+# work for a 60 KB set) is done once per distinct list, as sanitising is.
+@lru_cache(maxsize=256)
+def _contradiction_cached(key: bytes) -> tuple[Any, str, str] | None:
+    return _contradiction_of(orjson.loads(key))
 
 
 def _response_contradiction(body: dict[str, Any]) -> ProxyError | None:

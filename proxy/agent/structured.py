@@ -147,6 +147,9 @@ class JsonInWordsStream:
         self._last: dict[str, Any] | None = None
         self._usage: Any = None
 
+    def pass_texts(self, texts: list[str]) -> int:
+        return 0  # every piece of content is held for the end: each chunk is fed
+
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices:
@@ -206,8 +209,6 @@ class JsonInWordsStream:
         if out and self._usage is not None:
             out[-1]["usage"] = self._usage
         return out
-
-
 
 
 def json_from_words(body: dict[str, Any]) -> dict[str, Any] | None:

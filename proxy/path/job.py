@@ -126,6 +126,12 @@ class StreamProcessor(Protocol):
 
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]: ...
 
+    def pass_texts(self, texts: list[str]) -> int:
+        """How many of the chunks adding `texts` to the first choice's content (one each, in
+        order) go out unchanged, from the first: those are taken in without being parsed, and
+        the rest go through `feed`."""
+        ...
+
     def finish(self) -> list[dict[str, Any]]: ...
 
 

@@ -419,8 +419,12 @@ class _Events:
 
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         out = self.inner.feed(chunk)
-        self._drain()
+        if len(self.inner.events) > self._seen:
+            self._drain()
         return out
+
+    def pass_texts(self, texts: list[str]) -> int:
+        return self.inner.pass_texts(texts)  # no events: text that passes changes nothing
 
     def finish(self) -> list[dict[str, Any]]:
         out = self.inner.finish()

@@ -30,7 +30,7 @@ from proxy.errors import error_body
 from proxy.observe import events as ev
 from proxy.observe import logs
 from proxy.path import client as out
-from proxy.path import keepalive, usage
+from proxy.path import keepalive, text_events, usage
 from proxy.path.chunks import (
     DONE_EVENT,
     chunk_has_content,
@@ -93,6 +93,7 @@ class StreamRelay:
         "processor",
         "request",
         "sender",
+        "shape",
         "watchdog",
     )
 
@@ -104,6 +105,7 @@ class StreamRelay:
         self.loop = deadlines.loop()
         self.first, self.idle = cfg.effective_first_token_timeout, cfg.idle_timeout
         self.processor: StreamProcessor | None = None
+        self.shape: text_events.TextShape | None = None  # the text deltas' shape, once seen
         # Seconds between keepalives while the answer has not begun (a front's; 0: none).
         self.every = 0.0 if job.front is None else job.front.keepalive
         self.forward_usage = layer.forward_usage(job)
@@ -203,7 +205,6 @@ class StreamRelay:
             await keepalive.send(self.request, self.job)
             return None
 
-
     async def _relay_read(self, chunk: bytes, resp: aiohttp.ClientResponse) -> Outcome | None:
         """Relay what one read completed; an outcome when an error event ends the attempt."""
         job = self.job
@@ -247,12 +248,14 @@ class StreamRelay:
         self._complete = None
         pos, size = 0, len(region)
         while pos < size and not self.done:
-            if (
-                not self._skimmed
-                and self.processor is None
-                and (self.job.content_started or self._complete is None)
-            ):
-                end = self._skim(region, pos, batch)
+            if self.processor is None:
+                if not self._skimmed and (self.job.content_started or self._complete is None):
+                    end = self._skim(region, pos, batch)
+                    if end > pos:
+                        pos = end
+                        continue
+            elif self.shape is not None and self.job.content_started:
+                end = self._pass_texts(region, pos, batch)
                 if end > pos:
                     pos = end
                     continue
@@ -264,6 +267,24 @@ class StreamRelay:
             if error is not None:
                 return batch, error
         return batch, None
+
+    def _pass_texts(self, region: bytes, pos: int, batch: list[bytes]) -> int:
+        """Relay unread the text delta events from `pos` that the stream processor lets through
+        unchanged; where the walk goes on.
+
+        A tools stream's prose, once the answer is flowing: the texts of the events shaped like
+        the text deltas already seen are sliced out of their bytes (`text_events`) and shown to
+        the processor, which takes in those it would send unchanged. The first event it would
+        change (a possible marker, a held tail), or of another shape, is walked as usual.
+        """
+        assert self.processor is not None and self.shape is not None
+        ends, texts = text_events.read(self.shape, region, pos)
+        passed = self.processor.pass_texts(texts) if texts else 0
+        if not passed:
+            return pos
+        batch.append(region[pos : ends[passed - 1]])
+        self._carries = self._carries or any(texts[:passed])
+        return ends[passed - 1]
 
     def _skim(self, region: bytes, pos: int, batch: list[bytes]) -> int:
         """Relay the run of ordinary events at `pos` unread; where the walk goes on.
@@ -322,7 +343,11 @@ class StreamRelay:
         elif self.processor is None and reported is None:
             self._carries = self._carries or has
             return frame(data)  # the common case: relayed as it came
-        outs = [chunk] if self.processor is None else self.processor.feed(chunk)
+        if self.processor is None:
+            outs = [chunk]
+        else:
+            self.shape = text_events.learn(data, chunk) or self.shape
+            outs = self.processor.feed(chunk)
         parts: list[bytes] = []
         for item in outs:
             if item.get("usage") is not None and not self.forward_usage:

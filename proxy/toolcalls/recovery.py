@@ -16,8 +16,9 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -990,11 +991,12 @@ _FINDERS: list[_Finder] = [
 ]
 
 
-def triggers(schemas: Schemas) -> list[str]:
-    """Literal strings at which a call span can start (the stream holds text from them on)."""
+def triggers(names: Iterable[str]) -> list[str]:
+    """Literal strings at which a call span can start (the stream holds text from them on), for
+    tools named `names` (a Schemas dict will do)."""
     fixed = [o for o, _, _ in _TAGGED] + [o for o, _ in _GEMMA]
     fixed += ["<function=", "[TOOL_CALLS]", "<｜tool", "<|start|>", "<|channel|>"]
-    for name in schemas:
+    for name in names:
         fixed += [
             f"call:{name}{{",
             f"to=functions.{name}",
@@ -1019,6 +1021,22 @@ def tool_schemas(tools: list[dict[str, Any]] | None) -> Schemas:
     return out
 
 
+@lru_cache(maxsize=256)
+def _call_starts(names: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(map(re.escape, triggers(names))))
+
+
+def _may_hold_calls(scan: str, schemas: Schemas) -> bool:
+    """Whether a finder could find anything in `scan`: every marker form starts at a trigger
+    (the same list the stream holds text at, so a stream and a whole reply agree), and bare
+    calls need a reply that opens with `{` or `[`, or a fence."""
+    return (
+        scan[_skip(scan, 0) :][:1] in ("{", "[")
+        or FENCE in scan
+        or _call_starts(tuple(schemas)).search(scan) is not None
+    )
+
+
 def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | None:
     """Find the calls written in a reply's text, with the content that remains.
 
@@ -1028,6 +1046,8 @@ def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | N
     declared tool: a marker form naming anything else is left as text.
     """
     head, scan, rest = split_think(text)
+    if not _may_hold_calls(scan, schemas):
+        return None  # the usual reply: prose, decided in one scan instead of every finder's
     ctx = _Ctx(schemas, truncated)
     best: list[_Span] = []
     for finder in _FINDERS:

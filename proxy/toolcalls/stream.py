@@ -15,7 +15,9 @@ repaired.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from proxy.jsontext import compact
@@ -50,6 +52,64 @@ _FIRST_KEYS = frozenset({
 # Under this many held characters a value is re-judged whenever it may have closed; past it,
 # only after the held text grew by an eighth, so judging a long reply stays linear overall.
 _SMALL_HOLD = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Markers:
+    """The marker tables of one set of declared tool names, shared by every stream declaring
+    them: an agent sends the same tools every turn, and building the tables (every beginning of
+    every marker) cost more than relaying a short answer."""
+
+    triggers: tuple[str, ...]  # where a call can start
+    prefixes: frozenset[str]  # every proper beginning of every marker the stream watches for
+    longest: int  # the longest marker's length
+    anywhere: re.Pattern[str]  # any whole marker
+    starts: re.Pattern[str]  # any marker's first character
+    # In the reverse of texts joined by NULs: the last text that ends with whitespace or with a
+    # marker's beginning (group 1 is the NUL or the start before it). See `StreamToolProcessor.
+    # pass_texts`: one C-speed scan of a whole read's texts instead of a Python step for each.
+    last_open_end: re.Pattern[str]
+
+
+def _first_match(strings: set[str]) -> str:
+    """A regex that matches where some string of `strings` begins (a trie, one branch per
+    character, ending at the shortest: only whether one matches is asked)."""
+    trie: dict[str, Any] = {}
+    for text in sorted(strings, key=len):
+        node = trie
+        for ch in text:
+            if node.get(ch) == {}:
+                break  # a shorter string already ends here: that match is enough
+            node = node.setdefault(ch, {})
+        else:
+            node.clear()  # ends here; longer strings through it add nothing
+
+    def branch(node: dict[str, Any]) -> str:
+        alts = [re.escape(ch) + (branch(child) if child else "") for ch, child in node.items()]
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    return branch(trie) if trie else "(?!)"
+
+
+@lru_cache(maxsize=256)
+def markers(names: tuple[str, ...], recover: bool) -> Markers:
+    """The tables for streams declaring tools `names` (recovering calls or not)."""
+    marks = tuple(triggers(names)) if recover else ()
+    # The fence is in the tags for the tail it may begin (a trailing "`" or "``"), so that a
+    # fence split across chunks is still seen whole.
+    tags = [*marks, *_THINK_OPEN, *_THINK_CLOSE, *([FENCE] if recover else [])]
+    watched = [*tags, FENCE]  # _release looks for a fence even where no tail may begin one
+    beginnings = {t[:k] for t in tags for k in range(1, len(t))}
+    return Markers(
+        triggers=marks,
+        prefixes=frozenset(beginnings),
+        longest=max((len(t) for t in tags), default=0),
+        anywhere=re.compile("|".join(map(re.escape, watched))),
+        starts=re.compile("[" + "".join(sorted({re.escape(t[0]) for t in tags})) + "]"),
+        last_open_end=re.compile(
+            r"(?s:.*)(\A|\x00)(?:\s|" + _first_match({b[::-1] for b in beginnings}) + ")"
+        ),
+    )
 
 
 @dataclass
@@ -91,17 +151,12 @@ class StreamToolProcessor:
         self._schemas: Schemas = tool_schemas(tools) if recover else {}
         self._recover = bool(self._schemas)
         self._limit = holdback_limit
-        marks = triggers(self._schemas) if self._recover else []
-        self._triggers = marks
-        # The fence is in the tags for the tail it may begin (a trailing "`" or "``"), so that a
-        # fence split across chunks is still seen whole.
-        tags = [*marks, *_THINK_OPEN, *_THINK_CLOSE, *([FENCE] if self._recover else [])]
-        self._prefixes = {t[:k] for t in tags for k in range(1, len(t))}
-        self.longest_marker = max((len(t) for t in tags), default=0)
+        self._marks = markers(tuple(self._schemas), self._recover)
+        self._triggers = self._marks.triggers
+        self.longest_marker = self._marks.longest
         self._choices: dict[int, _Choice] = {}
         self._template: dict[str, Any] = {}
         self.events: list[Event] = []
-        self.content_started = False
 
     # -- public -----------------------------------------------------------------------------
 
@@ -122,12 +177,7 @@ class StreamToolProcessor:
             else:
                 unchanged = False
             out.extend(produced)
-        if unchanged:
-            self._mark_started(chunk)
-            return [chunk]
-        for item in out:
-            self._mark_started(item)
-        return out
+        return [chunk] if unchanged else out
 
     def finish(self) -> list[dict[str, Any]]:
         """At the upstream's end: flush whatever every unfinished choice still holds."""
@@ -135,9 +185,42 @@ class StreamToolProcessor:
         for state in self._choices.values():
             if not state.finished:
                 out.extend(self._finalize(state, None, None))
-        for item in out:
-            self._mark_started(item)
         return out
+
+    def pass_texts(self, texts: list[str]) -> int:
+        """How many of the chunks that add `texts` to the first choice's content (one text a
+        chunk, in order) go out as they came, from the first; those are taken in as `feed` would
+        take them, and the caller feeds the rest.
+
+        The relay asks this of prose it has not parsed (`path.chunks.delta_texts`), so that a
+        tools stream relays plain text as cheaply as a stream without tools. A chunk counts only
+        where `feed` would return it unchanged: nothing held or assembled, and a text with no
+        marker in it and no marker's beginning or whitespace at its end. Two scans of all the
+        texts at once decide it, whatever their number.
+        """
+        state = self._choices.get(0)
+        # Held text or calls go out later in chunks built from the latest chunk's fields, so
+        # while there are any, every chunk is fed (`feed` keeps them).
+        if state is None or state.held or state.native or state.finished or len(self._choices) > 1:
+            return 0
+        if state.given_up:
+            return len(texts)
+        passing = len(texts)
+        if self._recover:
+            if state.triggered or state.in_think or state.at_tail_start:
+                return 0
+            joined = "\x00".join(texts)
+            if joined.count("\x00") != passing - 1:
+                return 0  # a text with a NUL of its own: fed one by one
+            marks = self._marks
+            if (found := marks.anywhere.search(joined)) is not None:
+                passing = joined.count("\x00", 0, found.start())
+            backwards = joined[::-1]
+            if (open_end := marks.last_open_end.match(backwards)) is not None:
+                later = backwards.count("\x00", 0, open_end.end(1))  # texts after the one found
+                passing = min(passing, len(texts) - 1 - later)
+        state.released.extend(texts[:passing])
+        return passing
 
     def held(self, index: int = 0) -> int:
         """How many characters of choice `index` are held back right now."""
@@ -248,6 +331,9 @@ class StreamToolProcessor:
                 if state.fence_tail or held[pos:].lstrip().startswith("`"):
                     state.fences_done = True
                 state.at_tail_start, state.fence_tail, state.judged = False, False, -1
+            if self._marks.anywhere.search(held, pos) is None:
+                # The usual chunk of prose: no marker in it at all (one scan for all of them).
+                return _rstrip_to(held, len(held) - self._overlap(held), pos)
             marks = [
                 m
                 for m in (
@@ -373,9 +459,14 @@ class StreamToolProcessor:
         return bare_calls(s[nl + 1 : close], self._schemas) is not None
 
     def _overlap(self, text: str) -> int:
-        for k in range(min(len(text), self.longest_marker - 1), 0, -1):
-            if text[-k:] in self._prefixes:
-                return k
+        """How many characters at the end of `text` could begin a marker (the longest such)."""
+        marks = self._marks
+        tail = text[-marks.longest + 1 :] if marks.longest > 1 else ""
+        # A marker's beginning starts with a marker's first character: only those places of
+        # the tail are tried, earliest (longest) first, instead of every length.
+        for found in marks.starts.finditer(tail):
+            if tail[found.start() :] in marks.prefixes:
+                return len(tail) - found.start()
         return 0
 
     # -- reassembly (4.4) -------------------------------------------------------------------
@@ -492,16 +583,6 @@ class StreamToolProcessor:
 
     def _wrap(self, choice: dict[str, Any]) -> dict[str, Any]:
         return {**self._template, "choices": [choice]}
-
-    def _mark_started(self, chunk: dict[str, Any]) -> None:
-        if self.content_started:
-            return
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") if isinstance(choice, dict) else None
-            if isinstance(delta, dict) and any(
-                delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls")
-            ):
-                self.content_started = True
 
 
 _OPEN_LINE_MAX = len(FENCE) + FENCE_INFO_MAX + 64

@@ -117,9 +117,7 @@ async def test_a_200_that_is_not_an_answer_is_a_502_without_asking_the_layer(bod
 
 @pytest.mark.parametrize("cut", [None, 1, 7, 64])
 async def test_a_stream_reaches_the_client_whole_at_any_cut(cut: int | None) -> None:
-    _, wire, job = await run(
-        FakeLayer(), FakeUpstream(Reply.events(*ANSWER, cut=cut)), stream=True
-    )
+    _, wire, job = await run(FakeLayer(), FakeUpstream(Reply.events(*ANSWER, cut=cut)), stream=True)
     assert job.status == 200 and wire.ended and job.relayed
     assert events(wire) == ANSWER
 
@@ -182,6 +180,9 @@ class Upper:
                 choice["delta"]["content"] = choice["delta"]["content"].upper()
         return [out]
 
+    def pass_texts(self, texts: list[str]) -> int:
+        return 0
+
     def finish(self) -> list[dict[str, Any]]:
         return []
 
@@ -198,6 +199,9 @@ class Same:
 
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         return [chunk]
+
+    def pass_texts(self, texts: list[str]) -> int:
+        return 0
 
     def finish(self) -> list[dict[str, Any]]:
         return []

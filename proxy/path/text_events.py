@@ -1,0 +1,113 @@
+"""Reading a stream's text deltas without parsing them, for a stream processor that needs only
+the text.
+
+A tools stream shows every piece of the answer's text to the tool-call processor, which for
+prose changes nothing. Parsing each chunk event, and framing it again, cost more per event than
+everything else latchgate did with it (bench/RESULTS.md, issue 17). But a server writes every
+text delta of a stream in one shape, and only the text differs:
+
+    data: {"choices":[{"finish_reason":null,"index":0,"delta":{"content":" fox"}}],"id":...}
+
+So the shape is learnt from an event the relay parsed anyway, and the events of exactly that
+shape are read by slicing out their text, which is decoded on its own. Any other event (another
+shape, a finish, a usage report, a comment, a server whose `created` ticks) is parsed as before,
+and a text delta of a new shape teaches it. Pure functions; the relay keeps the shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+
+@dataclass(frozen=True, slots=True)
+class TextShape:
+    """One stream's text delta event around its text: `head` up to the string's opening quote
+    (from `data: `), `tail` from its closing quote to the end of the event (its blank line)."""
+
+    head: bytes
+    tail: bytes
+
+
+def learn(data: bytes, chunk: Any) -> TextShape | None:
+    """The shape of the data event `data` (`chunk`: its parsed JSON) when it is a plain text
+    delta of the first choice and nothing else: one choice, index 0 or none, a non-empty
+    `content` string, no tool-call fragments, no finish reason, no usage. None otherwise, or
+    when its text cannot be told apart in its bytes."""
+    if not isinstance(chunk, dict) or chunk.get("usage") is not None:
+        return None
+    choices = chunk.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        return None
+    choice = choices[0]
+    delta = choice.get("delta")
+    if (
+        choice.get("index", 0) != 0
+        or choice.get("finish_reason") is not None
+        or not isinstance(delta, dict)
+        or delta.get("tool_calls")
+    ):
+        return None
+    text = delta.get("content")
+    if not isinstance(text, str) or not text:
+        return None
+    written = orjson.dumps(text)  # as most servers write it; one that escapes more is not learnt
+    at = data.find(written)
+    if at < 0 or data.find(written, at + 1) >= 0:
+        return None  # not found, or found twice: which one is the content is not known
+    return TextShape(b"data: " + data[: at + 1], data[at + len(written) - 1 :] + b"\n\n")
+
+
+# Events read at most per call: the texts of a call are judged together, and those after the
+# first the processor would change are read again after it, so a bound keeps that waste small.
+_BATCH = 64
+
+
+def read(shape: TextShape, region: bytes, pos: int) -> tuple[list[int], list[str]]:
+    """From `pos`, the consecutive events of `shape` in `region` (whole events, as
+    `SSEParser.feed` gives them), up to 64: where each ends, and its text."""
+    head, tail = shape.head, shape.tail
+    ends: list[int] = []
+    bodies: list[bytes] = []
+    start, rest = len(head), len(tail)
+    while len(ends) < _BATCH and region.startswith(head, pos):
+        # The first tail after the head ends the event. Where it does not (the text holds the
+        # tail's words after an escaped quote; this event has another tail and a later one
+        # matched), the body is one no string can be (ending in a backslash, holding a line
+        # break), so decoding it fails and the event is parsed instead.
+        at = region.find(tail, pos + start)
+        if at < 0:
+            break
+        bodies.append(region[pos + start : at])
+        pos = at + rest
+        ends.append(pos)
+    texts = _strings(bodies)
+    return ends[: len(texts)], texts
+
+
+def _strings(bodies: list[bytes]) -> list[str]:
+    """The JSON string bodies `bodies` decoded, up to the first that is not a valid one (a raw
+    quote, control character, bad escape, or bytes that are not UTF-8).
+
+    Parsed as one array, `["b1","b2",...]`, in one call. That its strings are the bodies one for
+    one needs each `","` to be a boundary: so no body may hold a quote or end in a backslash
+    (such text is decoded one body at a time instead).
+    """
+    if not bodies:
+        return []
+    joined = b'","'.join(bodies)
+    if b'"' not in b"".join(bodies) and b'\\","' not in joined and not joined.endswith(b"\\"):
+        try:
+            texts: list[str] = orjson.loads(b'["%s"]' % joined)
+            return texts
+        except orjson.JSONDecodeError:
+            pass  # one of them is not valid: which one is found below
+    out: list[str] = []
+    for body in bodies:
+        try:
+            out.append(orjson.loads(b'"%s"' % body))
+        except orjson.JSONDecodeError:
+            break
+    return out

@@ -1,0 +1,162 @@
+"""A tools stream relays prose unread (`StreamToolProcessor.passes`, `chunks.delta_text`): the
+client must get exactly the bytes it gets when every event is parsed and fed, for any text, any
+layout of the chunk JSON and any cut of the stream."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.path import text_events
+from proxy.toolcalls.stream import StreamToolProcessor
+from tests.unit.path.fakes import FakeLayer, FakeUpstream, Reply
+from tests.unit.path.test_attempts import run
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+
+
+class Walked(StreamToolProcessor):
+    """The same processor, asked never to pass text unread: every event is parsed and fed."""
+
+    def pass_texts(self, texts: list[str]) -> int:
+        return 0
+
+
+def event(delta: dict[str, Any], layout: int, finish: str | None = None) -> bytes:
+    """One chunk event, in one of the layouts servers write."""
+    choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
+    body: dict[str, Any] = {"id": "c", "object": "chat.completion.chunk", "choices": [choice]}
+    if layout == 1:  # llama.cpp: finish_reason first, created and the model after
+        body = {"choices": [{"finish_reason": finish, "index": 0, "delta": delta}], "id": "c"}
+    elif layout == 2:  # as Go's encoding/json (Ollama) writes it: `<` and non-ASCII escaped
+        return _sse(json.dumps(body, ensure_ascii=True).replace("<", "\\u003c"))
+    elif layout == 3:  # spaces after separators, `"tool_calls": null` and `"usage": null`
+        delta = {**delta, "tool_calls": None}
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return _sse(json.dumps({**body, "choices": [choice], "usage": None}))
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+def _sse(data: str) -> bytes:
+    return b"data: " + data.encode() + b"\n\n"
+
+
+pieces = st.one_of(
+    st.text(alphabet="acdt <>[]{}`\"\\|｜=.:\n\té😀", max_size=6),
+    st.sampled_from(
+        ["<tool_call>", "</tool_call>", "<think>", "</think>", "```", "```json\n", "to=functions.",
+         "get_weather", "call:get_weather{", CALL, " the", "cat", "Hello", "\n\n", " "]
+    ),
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    texts=st.lists(st.tuples(pieces, st.integers(0, 3)), max_size=14),
+    finish=st.sampled_from(["stop", "length", None]),
+    cut=st.one_of(st.none(), st.integers(1, 120)),
+)
+async def test_passing_text_unread_sends_the_same_bytes(
+    texts: list[tuple[str, int]], finish: str | None, cut: int | None
+) -> None:
+    items: list[Any] = [event({"role": "assistant", "content": ""}, 0)]
+    items += [event({"content": text}, layout) for text, layout in texts]
+    if finish is not None:
+        items.append(event({}, 0, finish))
+    items.append("[DONE]")
+    sent = []
+    for processor in (StreamToolProcessor, Walked):
+        layer = FakeLayer(processor=lambda p=processor: p(TOOLS))  # type: ignore[misc]
+        _, wire, _ = await run(layer, FakeUpstream(Reply.events(*items, cut=cut)), stream=True)
+        sent.append(wire.body)
+    assert sent[0] == sent[1]
+
+
+def test_prose_between_markers_is_passed_unread() -> None:
+    # The point of it all: after the first word, plain prose never reaches `feed`.
+    proc = StreamToolProcessor(TOOLS)
+    proc.feed({"choices": [{"index": 0, "delta": {"content": "Sure"}, "finish_reason": None}]})
+    assert proc.pass_texts([" thing", ", here", " it is."]) == 3
+    # From the first with a possible marker start at its end, trailing whitespace, or a marker,
+    # they are fed instead.
+    assert proc.pass_texts([" one", " <tool", "_call>"]) == 1
+    assert proc.pass_texts([" two", "", " three", "ok ", " four"]) == 3
+    assert proc.pass_texts(["a<think>b", " five"]) == 0
+    assert proc.pass_texts(["fine", "x\x00y"]) == 0
+
+
+def test_a_text_delta_shape_is_learnt_only_from_plain_text_deltas() -> None:
+    def shape(raw: bytes) -> text_events.TextShape | None:
+        data = raw[6:-2]
+        return text_events.learn(data, orjson.loads(data))
+
+    for layout in (0, 1, 3):
+        assert shape(event({"content": "Hi"}, layout)) is not None
+    assert shape(event({"role": "assistant", "content": "x"}, 1)) is not None
+    # Anything else is parsed each time: a finish, a call fragment, a second choice, usage, a
+    # text written otherwise than orjson writes it, or found twice in the event.
+    assert shape(event({"content": "x"}, 0, "stop")) is None
+    assert shape(event({"tool_calls": [{"index": 0, "id": "a"}], "content": "x"}, 0)) is None
+    assert shape(b'data: {"choices":[{"index":0,"delta":{"content":"a"}},{"index":1}]}\n\n') is None
+    assert shape(b'data: {"choices":[{"index":1,"delta":{"content":"a"}}]}\n\n') is None
+    assert shape(b'data: {"choices":[{"delta":{"content":"a"}}],"usage":{"x":1}}\n\n') is None
+    assert shape(b'data: {"choices":[{"delta":{"content":"\\u003c"}}]}\n\n') is None
+    assert shape(b'data: {"id":"a","choices":[{"delta":{"content":"a"}}]}\n\n') is None
+
+
+def test_events_of_a_shape_are_read_up_to_the_first_of_another() -> None:
+    first = event({"content": "seen"}, 0)
+    learnt = text_events.learn(first[6:-2], orjson.loads(first[6:-2]))
+    assert learnt is not None
+    texts = [" a", ' "quoted" \\ é', "<b>", ""]
+    run = b"".join(event({"content": t}, 0) for t in texts)
+    odd = [
+        event({"content": "x"}, 1),  # another layout
+        event({}, 0, "stop"),
+        b": a comment\n\n",
+        event({"content": "x"}, 0).replace(b'"x"', b'"\\ud800"'),  # a lone surrogate
+        event({"content": "x"}, 0).replace(b'"x"', b'"a"b"'),  # a raw quote: not one string
+        event({"content": "x"}, 0).replace(b'"x"', b'"\t"'),  # a raw control character
+    ]
+    for after in odd:
+        region = run + after + event({"content": "later"}, 0)
+        ends, got = text_events.read(learnt, region, 0)
+        assert got == texts and ends[-1] == len(run)
+        assert text_events.read(learnt, region, len(run)) == ([], [])
+
+
+async def test_a_tools_stream_feeds_only_what_is_not_plain_prose() -> None:
+    fed: list[dict[str, Any]] = []
+
+    class Counted(StreamToolProcessor):
+        def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+            fed.append(chunk)
+            return super().feed(chunk)
+
+    words = ["Sure", " thing", ", here", " it is", " <tool", "_call>", CALL, "</tool_call>"]
+    items: list[Any] = [event({"role": "assistant", "content": ""}, 0)]
+    items += [event({"content": w}, 0) for w in words] + [event({}, 0, "stop"), "[DONE]"]
+    layer = FakeLayer(processor=lambda: Counted(TOOLS))
+    _, wire, _ = await run(layer, FakeUpstream(Reply.events(*items)), stream=True)
+    contents = [c["choices"][0]["delta"].get("content") for c in fed]
+    # The role chunk, the first word (a reply's start is judged), then only from the marker on.
+    assert contents == ["", "Sure", " <tool", "_call>", CALL, "</tool_call>", None]
+    sent = [orjson.loads(b[6:]) for b in wire.body.split(b"\n\n") if b[6:7] == b"{"]
+    deltas = [c["choices"][0]["delta"] for c in sent]
+    assert "".join(d.get("content") or "" for d in deltas) == "Sure thing, here it is"
+    assert [d["tool_calls"][0]["function"]["name"] for d in deltas if "tool_calls" in d] == [
+        "get_weather"
+    ]
