@@ -83,6 +83,7 @@ class StreamRelay:
         "finished",
         "first",
         "forward_usage",
+        "holding",
         "idle",
         "job",
         "layer",
@@ -106,6 +107,7 @@ class StreamRelay:
         self.first, self.idle = cfg.effective_first_token_timeout, cfg.idle_timeout
         self.processor: StreamProcessor | None = None
         self.shape: text_events.TextShape | None = None  # the text deltas' shape, once seen
+        self.holding = False  # the processor last refused text of that shape
         # Seconds between keepalives while the answer has not begun (a front's; 0: none).
         self.every = 0.0 if job.front is None else job.front.keepalive
         self.forward_usage = layer.forward_usage(job)
@@ -278,8 +280,12 @@ class StreamRelay:
         change (a possible marker, a held tail), or of another shape, is walked as usual.
         """
         assert self.processor is not None and self.shape is not None
-        ends, texts = text_events.read(self.shape, region, pos)
+        # After the processor held something back, one event at a time until it lets text
+        # through again: reading a whole batch it would refuse is wasted work.
+        most = 1 if self.holding else 64
+        ends, texts = text_events.read(self.shape, region, pos, most)
         passed = self.processor.pass_texts(texts) if texts else 0
+        self.holding = passed < len(texts)
         if not passed:
             return pos
         batch.append(region[pos : ends[passed - 1]])
@@ -346,7 +352,8 @@ class StreamRelay:
         if self.processor is None:
             outs = [chunk]
         else:
-            self.shape = text_events.learn(data, chunk) or self.shape
+            if self.shape is None or not text_events.matches(self.shape, data):
+                self.shape = text_events.learn(data, chunk) or self.shape
             outs = self.processor.feed(chunk)
         parts: list[bytes] = []
         for item in outs:
@@ -354,9 +361,13 @@ class StreamRelay:
                 if not item.get("choices"):
                     continue  # a usage-only chunk the client did not ask for
                 item = {k: v for k, v in item.items() if k != "usage"}
-            self._carries = self._carries or chunk_has_content(item)
-            parts.append(frame(data) if item is chunk else frame(orjson.dumps(item)))
-        return b"".join(parts)
+            if item is chunk:  # unchanged: what it carries is known, its bytes are the event's
+                self._carries = self._carries or has
+                parts.append(frame(data))
+            else:
+                self._carries = self._carries or chunk_has_content(item)
+                parts.append(frame(orjson.dumps(item)))
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _note_choices(self, chunk: dict[str, Any]) -> bool:
         """Note a finish reason; whether the chunk carries content (starting the idle timer)."""

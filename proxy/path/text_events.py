@@ -31,6 +31,11 @@ class TextShape:
     tail: bytes
 
 
+def matches(shape: TextShape, data: bytes) -> bool:
+    """Whether the data event `data` is of `shape` (its text aside)."""
+    return data.startswith(shape.head[6:]) and data.endswith(shape.tail[:-2])
+
+
 def learn(data: bytes, chunk: Any) -> TextShape | None:
     """The shape of the data event `data` (`chunk`: its parsed JSON) when it is a plain text
     delta of the first choice and nothing else: one choice, index 0 or none, a non-empty
@@ -65,14 +70,16 @@ def learn(data: bytes, chunk: Any) -> TextShape | None:
 _BATCH = 64
 
 
-def read(shape: TextShape, region: bytes, pos: int) -> tuple[list[int], list[str]]:
+def read(
+    shape: TextShape, region: bytes, pos: int, most: int = _BATCH
+) -> tuple[list[int], list[str]]:
     """From `pos`, the consecutive events of `shape` in `region` (whole events, as
-    `SSEParser.feed` gives them), up to 64: where each ends, and its text."""
+    `SSEParser.feed` gives them), up to `most`: where each ends, and its text."""
     head, tail = shape.head, shape.tail
     ends: list[int] = []
     bodies: list[bytes] = []
     start, rest = len(head), len(tail)
-    while len(ends) < _BATCH and region.startswith(head, pos):
+    while len(ends) < most and region.startswith(head, pos):
         # The first tail after the head ends the event. Where it does not (the text holds the
         # tail's words after an escaped quote; this event has another tail and a later one
         # matched), the body is one no string can be (ending in a backslash, holding a line

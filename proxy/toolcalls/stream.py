@@ -155,7 +155,8 @@ class StreamToolProcessor:
         self._triggers = self._marks.triggers
         self.longest_marker = self._marks.longest
         self._choices: dict[int, _Choice] = {}
-        self._template: dict[str, Any] = {}
+        # The latest chunk with choices: the chunks made here take its id, model and the like.
+        self._latest: dict[str, Any] = {}
         self.events: list[Event] = []
 
     # -- public -----------------------------------------------------------------------------
@@ -165,7 +166,7 @@ class StreamToolProcessor:
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices:
             return [chunk]
-        self._template = {k: chunk[k] for k in _TEMPLATE_KEYS if k in chunk}
+        self._latest = chunk  # its fields are copied only if a chunk is made (rarely)
         out: list[dict[str, Any]] = []
         unchanged = True
         for choice in choices:
@@ -579,10 +580,14 @@ class StreamToolProcessor:
     def _make(
         self, base: dict[str, Any], delta: dict[str, Any], finish: str | None
     ) -> dict[str, Any]:
-        return {**self._template, "choices": [{**base, "delta": delta, "finish_reason": finish}]}
+        return {**self._template(), "choices": [{**base, "delta": delta, "finish_reason": finish}]}
 
     def _wrap(self, choice: dict[str, Any]) -> dict[str, Any]:
-        return {**self._template, "choices": [choice]}
+        return {**self._template(), "choices": [choice]}
+
+    def _template(self) -> dict[str, Any]:
+        latest = self._latest
+        return {k: latest[k] for k in _TEMPLATE_KEYS if k in latest}
 
 
 _OPEN_LINE_MAX = len(FENCE) + FENCE_INFO_MAX + 64
