@@ -150,6 +150,9 @@ class JsonInWordsStream:
     def pass_texts(self, texts: list[str]) -> int:
         return 0  # every piece of content is held for the end: each chunk is fed
 
+    def hold_texts(self, texts: list[str]) -> int:
+        return 0
+
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices:

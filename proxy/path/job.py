@@ -132,6 +132,11 @@ class StreamProcessor(Protocol):
         the rest go through `feed`."""
         ...
 
+    def hold_texts(self, texts: list[str]) -> int:
+        """How many of such chunks, from the first, are taken in with nothing to send (text
+        held back whole, as inside a call); the rest go through `feed`."""
+        ...
+
     def finish(self) -> list[dict[str, Any]]: ...
 
 

@@ -426,6 +426,9 @@ class _Events:
     def pass_texts(self, texts: list[str]) -> int:
         return self.inner.pass_texts(texts)  # no events: text that passes changes nothing
 
+    def hold_texts(self, texts: list[str]) -> int:
+        return self.inner.hold_texts(texts)  # no events: past the limit, `feed` gives up
+
     def finish(self) -> list[dict[str, Any]]:
         out = self.inner.finish()
         self._drain()

@@ -80,6 +80,7 @@ class StreamRelay:
         "deadline",
         "done",
         "every",
+        "fed_shape",
         "finished",
         "first",
         "forward_usage",
@@ -108,6 +109,7 @@ class StreamRelay:
         self.processor: StreamProcessor | None = None
         self.shape: text_events.TextShape | None = None  # the text deltas' shape, once seen
         self.holding = False  # the processor last refused text of that shape
+        self.fed_shape = False  # the last event fed to the processor was of that shape
         # Seconds between keepalives while the answer has not begun (a front's; 0: none).
         self.every = 0.0 if job.front is None else job.front.keepalive
         self.forward_usage = layer.forward_usage(job)
@@ -272,25 +274,34 @@ class StreamRelay:
 
     def _pass_texts(self, region: bytes, pos: int, batch: list[bytes]) -> int:
         """Relay unread the text delta events from `pos` that the stream processor lets through
-        unchanged; where the walk goes on.
+        unchanged, or take in unread those it holds back whole; where the walk goes on.
 
-        A tools stream's prose, once the answer is flowing: the texts of the events shaped like
+        A tools stream's text, once the answer is flowing: the texts of the events shaped like
         the text deltas already seen are sliced out of their bytes (`text_events`) and shown to
-        the processor, which takes in those it would send unchanged. The first event it would
-        change (a possible marker, a held tail), or of another shape, is walked as usual.
+        the processor. It passes on those it would send unchanged (their bytes go out as they
+        came) or, inside a call it holds, takes them in with nothing to send. The first event
+        it would treat otherwise (a possible marker, a held tail), or of another shape, is
+        walked as usual.
         """
-        assert self.processor is not None and self.shape is not None
-        # After the processor held something back, one event at a time until it lets text
-        # through again: reading a whole batch it would refuse is wasted work.
-        most = 1 if self.holding else 64
-        ends, texts = text_events.read(self.shape, region, pos, most)
-        passed = self.processor.pass_texts(texts) if texts else 0
-        self.holding = passed < len(texts)
-        if not passed:
+        processor, shape = self.processor, self.shape
+        assert processor is not None and shape is not None
+        # After the processor refused text, one event at a time until it takes text again:
+        # reading a whole batch it would refuse is wasted work.
+        ends, texts = text_events.read(shape, region, pos, 1 if self.holding else 64)
+        if not texts:
             return pos
-        batch.append(region[pos : ends[passed - 1]])
-        self._carries = self._carries or any(texts[:passed])
-        return ends[passed - 1]
+        passed = processor.pass_texts(texts)
+        if passed:
+            self.holding = passed < len(texts)
+            batch.append(region[pos : ends[passed - 1]])
+            self._carries = self._carries or any(texts[:passed])
+            return ends[passed - 1]
+        # Held whole only when the chunks `feed` would build from these events equal those of
+        # the last event fed (same shape), and a held event would send nothing (its delta holds
+        # its text alone).
+        held = processor.hold_texts(texts) if shape.bare and self.fed_shape else 0
+        self.holding = held < len(texts)
+        return ends[held - 1] if held else pos
 
     def _skim(self, region: bytes, pos: int, batch: list[bytes]) -> int:
         """Relay the run of ordinary events at `pos` unread; where the walk goes on.
@@ -354,6 +365,9 @@ class StreamRelay:
         else:
             if self.shape is None or not text_events.matches(self.shape, data):
                 self.shape = text_events.learn(data, chunk) or self.shape
+                self.fed_shape = self.shape is not None and text_events.matches(self.shape, data)
+            else:
+                self.fed_shape = True
             outs = self.processor.feed(chunk)
         parts: list[bytes] = []
         for item in outs:

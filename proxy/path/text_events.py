@@ -29,6 +29,7 @@ class TextShape:
 
     head: bytes
     tail: bytes
+    bare: bool  # the delta holds the text alone (no role or other keys beside it)
 
 
 def matches(shape: TextShape, data: bytes) -> bool:
@@ -62,7 +63,8 @@ def learn(data: bytes, chunk: Any) -> TextShape | None:
     at = data.find(written)
     if at < 0 or data.find(written, at + 1) >= 0:
         return None  # not found, or found twice: which one is the content is not known
-    return TextShape(b"data: " + data[: at + 1], data[at + len(written) - 1 :] + b"\n\n")
+    head, tail = b"data: " + data[: at + 1], data[at + len(written) - 1 :] + b"\n\n"
+    return TextShape(head, tail, len(delta) == 1)
 
 
 # Events read at most per call: the texts of a call are judged together, and those after the

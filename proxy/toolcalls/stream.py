@@ -223,6 +223,36 @@ class StreamToolProcessor:
         state.released.extend(texts[:passing])
         return passing
 
+    def hold_texts(self, texts: list[str]) -> int:
+        """How many of the chunks that add `texts` to the first choice's content are taken in
+        with nothing to send, from the first: inside a call (a marker went by), `feed` holds
+        every text back until the choice finishes. Up to the hold-back limit, where `feed`
+        releases what it held.
+
+        Only for chunks whose delta is the text alone (else `feed` sends the rest of the delta)
+        and whose other fields equal the last chunk fed (the chunks made later copy them).
+        """
+        state = self._choices.get(0)
+        if (
+            state is None
+            or not state.triggered
+            or state.given_up
+            or state.native
+            or state.finished
+            or len(self._choices) > 1
+        ):
+            return 0
+        room = self._limit - len(state.held)
+        taken = 0
+        for text in texts:
+            room -= len(text)
+            if room < 0 or not text:
+                # Past the limit `feed` gives up; an empty text it relays as it came.
+                break
+            taken += 1
+        state.held += "".join(texts[:taken])
+        return taken
+
     def held(self, index: int = 0) -> int:
         """How many characters of choice `index` are held back right now."""
         state = self._choices.get(index)

@@ -183,6 +183,9 @@ class Upper:
     def pass_texts(self, texts: list[str]) -> int:
         return 0
 
+    def hold_texts(self, texts: list[str]) -> int:
+        return 0
+
     def finish(self) -> list[dict[str, Any]]:
         return []
 
@@ -201,6 +204,9 @@ class Same:
         return [chunk]
 
     def pass_texts(self, texts: list[str]) -> int:
+        return 0
+
+    def hold_texts(self, texts: list[str]) -> int:
         return 0
 
     def finish(self) -> list[dict[str, Any]]:

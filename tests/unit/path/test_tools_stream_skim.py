@@ -1,6 +1,7 @@
-"""A tools stream relays prose unread (`StreamToolProcessor.passes`, `chunks.delta_text`): the
-client must get exactly the bytes it gets when every event is parsed and fed, for any text, any
-layout of the chunk JSON and any cut of the stream."""
+"""A tools stream relays prose unread and holds a call's text unread (`path.text_events`,
+`StreamToolProcessor.pass_texts` and `hold_texts`): the client must get exactly the bytes it gets
+when every event is parsed and fed, for any text, any layout of the chunk JSON, any cut of the
+stream and any hold-back limit."""
 
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ class Walked(StreamToolProcessor):
     """The same processor, asked never to pass text unread: every event is parsed and fed."""
 
     def pass_texts(self, texts: list[str]) -> int:
+        return 0
+
+    def hold_texts(self, texts: list[str]) -> int:
         return 0
 
 
@@ -68,9 +72,10 @@ pieces = st.one_of(
     texts=st.lists(st.tuples(pieces, st.integers(0, 3)), max_size=14),
     finish=st.sampled_from(["stop", "length", None]),
     cut=st.one_of(st.none(), st.integers(1, 120)),
+    limit=st.sampled_from([256 * 1024, 24]),
 )
 async def test_passing_text_unread_sends_the_same_bytes(
-    texts: list[tuple[str, int]], finish: str | None, cut: int | None
+    texts: list[tuple[str, int]], finish: str | None, cut: int | None, limit: int
 ) -> None:
     items: list[Any] = [event({"role": "assistant", "content": ""}, 0)]
     items += [event({"content": text}, layout) for text, layout in texts]
@@ -79,7 +84,7 @@ async def test_passing_text_unread_sends_the_same_bytes(
     items.append("[DONE]")
     sent = []
     for processor in (StreamToolProcessor, Walked):
-        layer = FakeLayer(processor=lambda p=processor: p(TOOLS))  # type: ignore[misc]
+        layer = FakeLayer(processor=lambda p=processor: p(TOOLS, holdback_limit=limit))  # type: ignore[misc]
         _, wire, _ = await run(layer, FakeUpstream(Reply.events(*items, cut=cut)), stream=True)
         sent.append(wire.body)
     assert sent[0] == sent[1]
@@ -152,8 +157,9 @@ async def test_a_tools_stream_feeds_only_what_is_not_plain_prose() -> None:
     layer = FakeLayer(processor=lambda: Counted(TOOLS))
     _, wire, _ = await run(layer, FakeUpstream(Reply.events(*items)), stream=True)
     contents = [c["choices"][0]["delta"].get("content") for c in fed]
-    # The role chunk, the first word (a reply's start is judged), then only from the marker on.
-    assert contents == ["", "Sure", " <tool", "_call>", CALL, "</tool_call>", None]
+    # The role chunk, the first word (a reply's start is judged), the marker, and the finish:
+    # the prose between is passed on unread, the call after the marker held unread.
+    assert contents == ["", "Sure", " <tool", "_call>", None]
     sent = [orjson.loads(b[6:]) for b in wire.body.split(b"\n\n") if b[6:7] == b"{"]
     deltas = [c["choices"][0]["delta"] for c in sent]
     assert "".join(d.get("content") or "" for d in deltas) == "Sure thing, here it is"
