@@ -660,21 +660,31 @@ def table(cases: list[Case]) -> str:
     wide = extended(cases)
     lines = [
         f"| {'case' if wide else 'mode'} | clients | target | req/s | p50 ms | p99 ms "
-        "| req/s ÷ relay | p50 − relay ms | errors |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| req/s ÷ relay | per round | p50 − relay ms | errors |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for c in cases:
         base = relay.get(c.key)
-        ratio = delta = ""
+        ratio = spread = delta = ""
         if base is not None and c.target != "relay":
             ratio = f"{c.rps / base.rps:.2f}"
             delta = f"{c.p50_ms - base.p50_ms:+.3f}"
+            spread = round_spread(c, base)
         lines.append(
             f"| {c.label if wide else c.mode} | {c.connections} | {c.target} | {c.rps:,.0f} "
             f"| {c.p50_ms:.3f} "
-            f"| {c.p99_ms:.3f} | {ratio} | {delta} | {c.errors} |"
+            f"| {c.p99_ms:.3f} | {ratio} | {spread} | {delta} | {c.errors} |"
         )
     return "\n".join(lines)
+
+
+def round_spread(case: Case, base: Case) -> str:
+    """The lowest and highest of the per-round ratios to the baseline (rounds run interleaved,
+    so round i of each was measured at about the same time); empty for one round."""
+    if len(case.rounds) < 2 or len(case.rounds) != len(base.rounds):
+        return ""
+    ratios = [a["rps"] / b["rps"] for a, b in zip(case.rounds, base.rounds, strict=True)]
+    return f"{min(ratios):.2f}–{max(ratios):.2f}"
 
 
 def fronts_table(cases: list[Case]) -> str:
