@@ -153,6 +153,9 @@ class JsonInWordsStream:
     def hold_texts(self, texts: list[str]) -> int:
         return 0
 
+    def add_arguments(self, call: int, texts: list[str]) -> int:
+        return 0
+
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices:

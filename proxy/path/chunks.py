@@ -45,9 +45,12 @@ def finishes(region: bytes, start: int, end: int) -> bool:
 
 def has_content(delta: Any) -> bool:
     """Whether a delta carries any part of the answer: anything but the role, non-empty."""
-    if not isinstance(delta, dict):
+    if type(delta) is not dict:
         return False
-    return any(value for key, value in delta.items() if key != "role")
+    for key, value in delta.items():  # noqa: SIM110 (a loop, not any(<genexpr>): run per event)
+        if value and key != "role":
+            return True
+    return False
 
 
 def chunk_has_content(chunk: dict[str, Any]) -> bool:

@@ -137,6 +137,12 @@ class StreamProcessor(Protocol):
         held back whole, as inside a call); the rest go through `feed`."""
         ...
 
+    def add_arguments(self, call: int, texts: list[str]) -> int:
+        """How many of the chunks adding `texts` to the arguments of tool call `call` (one
+        each, in order, fragments with an index and arguments alone) are taken in, with nothing
+        to send; the rest go through `feed`."""
+        ...
+
     def finish(self) -> list[dict[str, Any]]: ...
 
 

@@ -429,6 +429,9 @@ class _Events:
     def hold_texts(self, texts: list[str]) -> int:
         return self.inner.hold_texts(texts)  # no events: past the limit, `feed` gives up
 
+    def add_arguments(self, call: int, texts: list[str]) -> int:
+        return self.inner.add_arguments(call, texts)  # events come with the calls, at the end
+
     def finish(self) -> list[dict[str, Any]]:
         out = self.inner.finish()
         self._drain()

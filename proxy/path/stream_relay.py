@@ -84,7 +84,7 @@ class StreamRelay:
         "deadline",
         "done",
         "every",
-        "fed_shape",
+        "fed",
         "finished",
         "first",
         "forward_usage",
@@ -99,7 +99,7 @@ class StreamRelay:
         "processor",
         "request",
         "sender",
-        "shape",
+        "shapes",
         "watchdog",
     )
 
@@ -111,9 +111,11 @@ class StreamRelay:
         self.loop = deadlines.loop()
         self.first, self.idle = cfg.effective_first_token_timeout, cfg.idle_timeout
         self.processor: StreamProcessor | None = None
-        self.shape: text_events.TextShape | None = None  # the text deltas' shape, once seen
-        self.holding = False  # the processor last refused text of that shape
-        self.fed_shape = False  # the last event fed to the processor was of that shape
+        # The shapes of the events that add to a string (the text: None; a call's arguments:
+        # its index), as seen; the shape of the last event fed to the processor.
+        self.shapes: dict[int | None, text_events.TextShape] = {}
+        self.fed: text_events.TextShape | None = None
+        self.holding = False  # the processor last refused a string of those shapes
         # Seconds between keepalives while the answer has not begun (a front's; 0: none).
         self.every = 0.0 if job.front is None else job.front.keepalive
         self.forward_usage = layer.forward_usage(job)
@@ -262,7 +264,7 @@ class StreamRelay:
                     if end > pos:
                         pos = end
                         continue
-            elif self.shape is not None and self.job.content_started:
+            elif self.shapes and self.job.content_started:
                 end = self._pass_texts(region, pos, batch)
                 if end > pos:
                     pos = end
@@ -277,35 +279,55 @@ class StreamRelay:
         return batch, None
 
     def _pass_texts(self, region: bytes, pos: int, batch: list[bytes]) -> int:
-        """Relay unread the text delta events from `pos` that the stream processor lets through
-        unchanged, or take in unread those it holds back whole; where the walk goes on.
+        """Relay unread the events from `pos` that only add to a string the stream processor
+        watches, as far as it lets them through or takes them in; where the walk goes on.
 
-        A tools stream's text, once the answer is flowing: the texts of the events shaped like
-        the text deltas already seen are sliced out of their bytes (`text_events`) and shown to
-        the processor. It passes on those it would send unchanged (their bytes go out as they
-        came) or, inside a call it holds, takes them in with nothing to send. The first event
-        it would treat otherwise (a possible marker, a held tail), or of another shape, is
-        walked as usual.
+        A tools stream, once the answer is flowing: the strings of the events shaped like ones
+        already read (the answer's text, a call's arguments) are sliced out of their bytes
+        (`text_events`) and shown to the processor. Text it would send unchanged goes out as it
+        came; text it holds whole inside a call, and arguments (calls go out whole at the end),
+        are taken in with nothing to send. The first event it would treat otherwise (a possible
+        marker, a held tail), or of another shape, is walked as usual.
         """
-        processor, shape = self.processor, self.shape
-        assert processor is not None and shape is not None
-        # After the processor refused text, one event at a time until it takes text again:
+        processor = self.processor
+        assert processor is not None
+        # After the processor refused a string, one event at a time until it takes one again:
         # reading a whole batch it would refuse is wasted work.
-        ends, texts = text_events.read(shape, region, pos, 1 if self.holding else 64)
-        if not texts:
+        most = 1 if self.holding else 64
+        for shape in self.shapes.values():
+            ends, texts = text_events.read(shape, region, pos, most)
+            if texts:
+                break
+        else:
             return pos
-        passed = processor.pass_texts(texts)
+        passed = 0 if shape.call is not None else processor.pass_texts(texts)
         if passed:
             self.holding = passed < len(texts)
             batch.append(region[pos : ends[passed - 1]])
             self._carries = self._carries or any(texts[:passed])
             return ends[passed - 1]
-        # Held whole only when the chunks `feed` would build from these events equal those of
-        # the last event fed (same shape), and a held event would send nothing (its delta holds
-        # its text alone).
-        held = processor.hold_texts(texts) if shape.bare and self.fed_shape else 0
-        self.holding = held < len(texts)
-        return ends[held - 1] if held else pos
+        # Taken in unread only when the chunks `feed` would build later from these events equal
+        # those of the last event fed (the same shape), and such an event sends nothing (its
+        # delta holds the string alone).
+        taken = 0
+        if shape is self.fed and shape.bare:
+            if shape.call is None:
+                taken = processor.hold_texts(texts)
+            else:
+                taken = processor.add_arguments(shape.call, texts)
+        self.holding = taken < len(texts)
+        return ends[taken - 1] if taken else pos
+
+    def _shape_of(self, data: bytes, chunk: Any) -> text_events.TextShape | None:
+        """The shape of an event about to be fed to the processor: one already known, or one
+        learnt from it (a few at most: the text, and the arguments of the first calls)."""
+        for shape in self.shapes.values():
+            if text_events.matches(shape, data):
+                return shape
+        learnt = text_events.learn(data, chunk)
+        if learnt is not None and (learnt.call in self.shapes or len(self.shapes) < 8):
+            self.shapes[learnt.call] = learnt  # a newer shape for the same string replaces it
+        return learnt
 
     def _skim(self, region: bytes, pos: int, batch: list[bytes]) -> int:
         """Relay the run of ordinary events at `pos` unread; where the walk goes on.
@@ -367,11 +389,7 @@ class StreamRelay:
         if self.processor is None:
             outs = [chunk]
         else:
-            if self.shape is None or not text_events.matches(self.shape, data):
-                self.shape = text_events.learn(data, chunk) or self.shape
-                self.fed_shape = self.shape is not None and text_events.matches(self.shape, data)
-            else:
-                self.fed_shape = True
+            self.fed = self._shape_of(data, chunk)
             outs = self.processor.feed(chunk)
         parts: list[bytes] = []
         for item in outs:

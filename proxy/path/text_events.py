@@ -24,47 +24,62 @@ import orjson
 
 @dataclass(frozen=True, slots=True)
 class TextShape:
-    """One stream's text delta event around its text: `head` up to the string's opening quote
-    (from `data: `), `tail` from its closing quote to the end of the event (its blank line)."""
+    """One stream's delta events around the string they add to: `head` up to the string's
+    opening quote (from `data: `), `tail` from its closing quote to the end of the event (its
+    blank line). The string is the answer's text (`call` None) or the arguments of tool call
+    `call` (a fragment's `index`)."""
 
     head: bytes
     tail: bytes
-    bare: bool  # the delta holds the text alone (no role or other keys beside it)
+    bare: bool  # the delta holds the string alone (no role or other keys beside it)
+    call: int | None = None
 
 
 def matches(shape: TextShape, data: bytes) -> bool:
-    """Whether the data event `data` is of `shape` (its text aside)."""
+    """Whether the data event `data` is of `shape` (its string aside)."""
     return data.startswith(shape.head[6:]) and data.endswith(shape.tail[:-2])
 
 
 def learn(data: bytes, chunk: Any) -> TextShape | None:
-    """The shape of the data event `data` (`chunk`: its parsed JSON) when it is a plain text
-    delta of the first choice and nothing else: one choice, index 0 or none, a non-empty
-    `content` string, no tool-call fragments, no finish reason, no usage. None otherwise, or
-    when its text cannot be told apart in its bytes."""
-    if not isinstance(chunk, dict) or chunk.get("usage") is not None:
+    """The shape of the data event `data` (`chunk`: its parsed JSON) when all it does is add a
+    non-empty string to the first choice: its text, or the arguments of a tool call (a fragment
+    with an index and arguments alone). One choice, index 0 or none, no finish reason, no usage.
+    None otherwise, or when the string cannot be told apart in the event's bytes."""
+    if type(chunk) is not dict or chunk.get("usage") is not None:
         return None
     choices = chunk.get("choices")
-    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+    if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:
         return None
     choice = choices[0]
     delta = choice.get("delta")
-    if (
-        choice.get("index", 0) != 0
-        or choice.get("finish_reason") is not None
-        or not isinstance(delta, dict)
-        or delta.get("tool_calls")
-    ):
+    if choice.get("index", 0) != 0 or choice.get("finish_reason") is not None:
         return None
-    text = delta.get("content")
-    if not isinstance(text, str) or not text:
+    if type(delta) is not dict:
         return None
-    written = orjson.dumps(text)  # as most servers write it; one that escapes more is not learnt
+    fragments = delta.get("tool_calls")
+    if not fragments:
+        text = delta.get("content")
+        return _shape(data, text, len(delta) == 1, None) if type(text) is str else None
+    if len(delta) != 1 or type(fragments) is not list or len(fragments) != 1:
+        return None
+    fragment = fragments[0]
+    fn = fragment.get("function") if type(fragment) is dict else None
+    index = fragment.get("index") if type(fragment) is dict else None
+    if type(index) is not int or type(fn) is not dict or len(fn) != 1 or len(fragment) != 2:
+        return None  # an id, a name or a type: a fragment that starts a call is read whole
+    arguments = fn.get("arguments")
+    return _shape(data, arguments, True, index) if type(arguments) is str else None
+
+
+def _shape(data: bytes, string: str, bare: bool, call: int | None) -> TextShape | None:
+    if not string:
+        return None
+    written = orjson.dumps(string)  # as most servers write it; one escaping more is not learnt
     at = data.find(written)
     if at < 0 or data.find(written, at + 1) >= 0:
-        return None  # not found, or found twice: which one is the content is not known
+        return None  # not found, or found twice: which one is the string is not known
     head, tail = b"data: " + data[: at + 1], data[at + len(written) - 1 :] + b"\n\n"
-    return TextShape(head, tail, len(delta) == 1)
+    return TextShape(head, tail, bare, call)
 
 
 # Events read at most per call: the texts of a call are judged together, and those after the

@@ -253,6 +253,20 @@ class StreamToolProcessor:
         state.held += "".join(texts[:taken])
         return taken
 
+    def add_arguments(self, call: int, texts: list[str]) -> int:
+        """How many of the chunks that add `texts` to the arguments of tool call `call` (the
+        fragments' index; fragments with an index and arguments alone) are taken in, from the
+        first: `feed` appends them to that call and sends nothing (calls go out whole, repaired,
+        when the choice finishes). None while no call has that index yet."""
+        state = self._choices.get(0)
+        if state is None or state.finished or len(self._choices) > 1:
+            return 0
+        same = [c for c in state.native if c.index == call]
+        if not same:
+            return 0
+        same[-1].arguments += "".join(texts)
+        return len(texts)
+
     def held(self, index: int = 0) -> int:
         """How many characters of choice `index` are held back right now."""
         state = self._choices.get(index)

@@ -186,6 +186,9 @@ class Upper:
     def hold_texts(self, texts: list[str]) -> int:
         return 0
 
+    def add_arguments(self, call: int, texts: list[str]) -> int:
+        return 0
+
     def finish(self) -> list[dict[str, Any]]:
         return []
 
@@ -207,6 +210,9 @@ class Same:
         return 0
 
     def hold_texts(self, texts: list[str]) -> int:
+        return 0
+
+    def add_arguments(self, call: int, texts: list[str]) -> int:
         return 0
 
     def finish(self) -> list[dict[str, Any]]:

@@ -38,6 +38,9 @@ class Walked(StreamToolProcessor):
     def hold_texts(self, texts: list[str]) -> int:
         return 0
 
+    def add_arguments(self, call: int, texts: list[str]) -> int:
+        return 0
+
 
 def event(delta: dict[str, Any], layout: int, finish: str | None = None) -> bytes:
     """One chunk event, in one of the layouts servers write."""
@@ -166,3 +169,70 @@ async def test_a_tools_stream_feeds_only_what_is_not_plain_prose() -> None:
     assert [d["tool_calls"][0]["function"]["name"] for d in deltas if "tool_calls" in d] == [
         "get_weather"
     ]
+
+
+def fragment(index: int, arguments: str, start: bool, layout: int) -> bytes:
+    """A native tool-call fragment: the first of a call carries its id and name."""
+    frag: dict[str, Any] = {"index": index, "function": {"arguments": arguments}}
+    if start:
+        frag = {**frag, "id": f"call_{index}", "type": "function"}
+        frag["function"] = {"name": "get_weather", "arguments": arguments}
+    return event({"tool_calls": [frag]}, layout)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    calls=st.lists(
+        st.lists(st.text(alphabet='{}":, ab\\é', max_size=5), min_size=1, max_size=6),
+        min_size=1,
+        max_size=3,
+    ),
+    layouts=st.lists(st.integers(0, 3), min_size=24, max_size=24),
+    prose=st.booleans(),
+    cut=st.one_of(st.none(), st.integers(1, 150)),
+)
+async def test_arguments_taken_unread_send_the_same_bytes(
+    calls: list[list[str]], layouts: list[int], prose: bool, cut: int | None
+) -> None:
+    items: list[Any] = [event({"role": "assistant", "content": None}, 0)]
+    if prose:
+        items.append(event({"content": "Checking."}, 0))
+    n = 0
+    for index, pieces in enumerate(calls):
+        for k, piece in enumerate(pieces):
+            items.append(fragment(index, piece, k == 0, layouts[n % len(layouts)]))
+            n += 1
+    items += [event({}, 0, "tool_calls"), "[DONE]"]
+    sent = []
+    for processor in (StreamToolProcessor, Walked):
+        layer = FakeLayer(processor=lambda p=processor: p(TOOLS))  # type: ignore[misc]
+        _, wire, _ = await run(layer, FakeUpstream(Reply.events(*items, cut=cut)), stream=True)
+        sent.append(wire.body)
+    assert sent[0] == sent[1]
+
+
+async def test_argument_fragments_after_the_first_two_are_not_fed() -> None:
+    fed: list[dict[str, Any]] = []
+
+    class Counted(StreamToolProcessor):
+        def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+            fed.append(chunk)
+            return super().feed(chunk)
+
+    pieces = ['{"ci', 'ty": ', '"Par', 'is"}']
+    items: list[Any] = [event({"role": "assistant", "content": None}, 0)]
+    items += [fragment(0, p, k == 0, 0) for k, p in enumerate(pieces)]
+    items += [event({}, 0, "tool_calls"), "[DONE]"]
+    layer = FakeLayer(processor=lambda: Counted(TOOLS))
+    _, wire, _ = await run(layer, FakeUpstream(Reply.events(*items)), stream=True)
+    # The role chunk, the call's first fragment (its name), the second (its shape is learnt
+    # from it), then the finish: the other argument fragments are appended unread.
+    assert len(fed) == 4
+    sent = [orjson.loads(b[6:]) for b in wire.body.split(b"\n\n") if b[6:7] == b"{"]
+    calls = [
+        c["choices"][0]["delta"]["tool_calls"]
+        for c in sent
+        if "tool_calls" in c["choices"][0]["delta"]
+    ]
+    function = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    assert calls == [[{"index": 0, "id": "call_0", "type": "function", "function": function}]]
