@@ -17,7 +17,7 @@ from proxy.path.chunks import RAW_END, RESPONSES_END
 from proxy.path.deadlines import Deadlines
 from proxy.path.job import Decision, Job, Layer
 from proxy.path.sending import Sender
-from proxy.path.sse import DONE, EventTooLarge, SSEParser
+from proxy.path.sse import DONE, EventTooLarge, SSEParser, frame
 from proxy.path.stream_relay import Outcome, too_large
 from proxy.path.whole import WholeRelay
 
@@ -56,18 +56,19 @@ class RawStreamRelay:
                         continue
                     ended = ended or end.search(region) is not None
                     # Opened at the first event, so a silent try is retried.
-                    client = job.response or await out.open_stream(
-                        request,
-                        job,
-                        status=resp.status,
-                        content_type=resp.headers.get("Content-Type", "text/event-stream"),
-                        unbuffered=False,
-                    )
+                    client = job.response or await self._open(request, job, resp)
                     timer.reschedule(None)  # the client's write time is not the upstream's
                     await out.write(client, region)
                     job.relayed = True
                     timer.reschedule(loop.time() + idle if idle > 0 else None)
-                ended = ended or any(event.data == DONE for event in parser.close())
+                last = parser.close()  # an event without its blank line: the stream's end
+                ended = ended or any(event.data == DONE for event in last)
+                tail = job.masker.bytes(b"".join(frame(e.data) for e in last if e.data))
+                if job.response is None and tail:
+                    # Nothing else came: that event is the whole stream, and the client gets it.
+                    ended = ended or end.search(tail) is not None
+                    await out.write(await self._open(request, job, resp), tail)
+                    job.relayed = True
             self.sender.release(resp)
             resp = None
         except TimeoutError:
@@ -88,6 +89,17 @@ class RawStreamRelay:
         job.status = 200
         await out.end(job.response)
         return job.response
+
+    async def _open(
+        self, request: web.Request, job: Job, resp: aiohttp.ClientResponse
+    ) -> web.StreamResponse:
+        return await out.open_stream(
+            request,
+            job,
+            status=resp.status,
+            content_type=resp.headers.get("Content-Type", "text/event-stream"),
+            unbuffered=False,
+        )
 
     async def _failed(
         self, request: web.Request, job: Job, reason: str, status: int, detail: str

@@ -613,8 +613,10 @@ _TAGGED: list[tuple[str, str | None, str]] = [
 
 def _tagged(s: str, ctx: _Ctx, open_: str, close: str | None, fmt: str) -> list[_Span]:
     spans: list[_Span] = []
-    scan = _Scan(s, open_, close)
     p = s.find(open_)
+    if p < 0:
+        return spans  # the usual case for all but one format: no scan set up
+    scan = _Scan(s, open_, close)
     while p >= 0:
         span = _tagged_at(s, p, ctx, scan, (open_, close, fmt))
         if span is not None:

@@ -259,6 +259,15 @@ async def test_a_plain_stream_is_relayed_as_it_came() -> None:
     assert job.status == 200
 
 
+async def test_a_plain_stream_that_is_one_event_without_its_blank_line_is_relayed() -> None:
+    # Found by bench/compare_trees.py: the stream's only event lacked its blank line, nothing
+    # had been written when it ended, and the relay asserted a client stream (a 500).
+    for body in (b"data: [DONE]", b'data: {"choices":[{"text":"Hi","finish_reason":"stop"}]}'):
+        reply = Reply([body])
+        _, wire, job = await run(FakeLayer(), FakeUpstream(reply), stream=True, route="completions")
+        assert job.status == 200 and wire.body == body + b"\n\n"
+
+
 async def test_a_plain_stream_cut_short_ends_with_an_error_event() -> None:
     reply = Reply.events(text_event("Hi"))
     _, wire, job = await run(FakeLayer(), FakeUpstream(reply), stream=True, route="completions")
