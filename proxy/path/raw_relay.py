@@ -9,6 +9,8 @@ an error event once something did. A server that ignores `stream` is answered wh
 
 from __future__ import annotations
 
+import re
+
 import aiohttp
 from aiohttp import web
 
@@ -61,14 +63,7 @@ class RawStreamRelay:
                     await out.write(client, region)
                     job.relayed = True
                     timer.reschedule(loop.time() + idle if idle > 0 else None)
-                last = parser.close()  # an event without its blank line: the stream's end
-                ended = ended or any(event.data == DONE for event in last)
-                tail = job.masker.bytes(b"".join(frame(e.data) for e in last if e.data))
-                if job.response is None and tail:
-                    # Nothing else came: that event is the whole stream, and the client gets it.
-                    ended = ended or end.search(tail) is not None
-                    await out.write(await self._open(request, job, resp), tail)
-                    job.relayed = True
+                ended = await self._last_event(request, job, resp, parser, end) or ended
             self.sender.release(resp)
             resp = None
         except TimeoutError:
@@ -89,6 +84,25 @@ class RawStreamRelay:
         job.status = 200
         await out.end(job.response)
         return job.response
+
+    async def _last_event(
+        self,
+        request: web.Request,
+        job: Job,
+        resp: aiohttp.ClientResponse,
+        parser: SSEParser,
+        end: re.Pattern[bytes],
+    ) -> bool:
+        """The event the stream ended on without its blank line; whether it ends the answer.
+        When nothing else came, that event is the whole stream, and the client gets it."""
+        last = parser.close()
+        ended = any(event.data == DONE for event in last)
+        tail = job.masker.bytes(b"".join(frame(e.data) for e in last if e.data))
+        if job.response is None and tail:
+            ended = ended or end.search(tail) is not None
+            await out.write(await self._open(request, job, resp), tail)
+            job.relayed = True
+        return ended
 
     async def _open(
         self, request: web.Request, job: Job, resp: aiohttp.ClientResponse

@@ -45,6 +45,28 @@ def learn(data: bytes, chunk: Any) -> TextShape | None:
     non-empty string to the first choice: its text, or the arguments of a tool call (a fragment
     with an index and arguments alone). One choice, index 0 or none, no finish reason, no usage.
     None otherwise, or when the string cannot be told apart in the event's bytes."""
+    delta = _only_delta(chunk)
+    if delta is None:
+        return None
+    fragments = delta.get("tool_calls")
+    if not fragments:
+        text = delta.get("content")
+        return _shape(data, text, len(delta) == 1, None) if type(text) is str else None
+    if len(delta) != 1 or type(fragments) is not list or len(fragments) != 1:
+        return None
+    fragment = fragments[0]
+    if type(fragment) is not dict or len(fragment) != 2:
+        return None  # an id, a name or a type: a fragment that starts a call is read whole
+    fn, index = fragment.get("function"), fragment.get("index")
+    if type(index) is not int or type(fn) is not dict or len(fn) != 1:
+        return None
+    arguments = fn.get("arguments")
+    return _shape(data, arguments, True, index) if type(arguments) is str else None
+
+
+def _only_delta(chunk: Any) -> dict[str, Any] | None:
+    """The delta of a chunk's one choice (index 0 or none), when nothing else is in play: no
+    finish reason, no usage report."""
     if type(chunk) is not dict or chunk.get("usage") is not None:
         return None
     choices = chunk.get("choices")
@@ -54,21 +76,7 @@ def learn(data: bytes, chunk: Any) -> TextShape | None:
     delta = choice.get("delta")
     if choice.get("index", 0) != 0 or choice.get("finish_reason") is not None:
         return None
-    if type(delta) is not dict:
-        return None
-    fragments = delta.get("tool_calls")
-    if not fragments:
-        text = delta.get("content")
-        return _shape(data, text, len(delta) == 1, None) if type(text) is str else None
-    if len(delta) != 1 or type(fragments) is not list or len(fragments) != 1:
-        return None
-    fragment = fragments[0]
-    fn = fragment.get("function") if type(fragment) is dict else None
-    index = fragment.get("index") if type(fragment) is dict else None
-    if type(index) is not int or type(fn) is not dict or len(fn) != 1 or len(fragment) != 2:
-        return None  # an id, a name or a type: a fragment that starts a call is read whole
-    arguments = fn.get("arguments")
-    return _shape(data, arguments, True, index) if type(arguments) is str else None
+    return delta if type(delta) is dict else None
 
 
 def _shape(data: bytes, string: str, bare: bool, call: int | None) -> TextShape | None:
