@@ -223,3 +223,16 @@ def make_job(upstream: FakeUpstream, *, stream: bool, route: str = "chat") -> Jo
         stream=stream,
         events=RequestEvents(request_id="r1", upstream="fake", model="m"),
     )
+
+
+class FeedsEveryEvent:
+    """For a test stream processor: nothing is taken in unread, so every event goes to `feed`."""
+
+    def pass_texts(self, texts: list[str]) -> int:
+        return 0
+
+    def hold_texts(self, texts: list[str]) -> int:
+        return 0
+
+    def add_arguments(self, call: int, texts: list[str]) -> int:
+        return 0

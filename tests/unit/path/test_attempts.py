@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 
 from proxy.path.attempts import Pipeline
 from proxy.path.job import Decision
-from tests.unit.path.fakes import FakeLayer, FakeUpstream, Reply, Wire, client_request, make_job
+from tests.unit.path.fakes import (
+    FakeLayer,
+    FakeUpstream,
+    FeedsEveryEvent,
+    Reply,
+    Wire,
+    client_request,
+    make_job,
+)
 
 
 def chunk(content: str | None = None, finish: str | None = None, **delta: Any) -> dict[str, Any]:
@@ -170,7 +178,7 @@ async def test_a_whole_answer_to_a_stream_request_is_streamed() -> None:
     assert got[-1] == "[DONE]"
 
 
-class Upper:
+class Upper(FeedsEveryEvent):
     """A stream processor that changes every content delta."""
 
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
@@ -179,15 +187,6 @@ class Upper:
             if isinstance(choice.get("delta", {}).get("content"), str):
                 choice["delta"]["content"] = choice["delta"]["content"].upper()
         return [out]
-
-    def pass_texts(self, texts: list[str]) -> int:
-        return 0
-
-    def hold_texts(self, texts: list[str]) -> int:
-        return 0
-
-    def add_arguments(self, call: int, texts: list[str]) -> int:
-        return 0
 
     def finish(self) -> list[dict[str, Any]]:
         return []
@@ -200,20 +199,11 @@ async def test_a_stream_processor_sees_every_event() -> None:
     assert contents == ["", "HEL", "LO", None]
 
 
-class Same:
+class Same(FeedsEveryEvent):
     """A stream processor that changes nothing: forces the per-event walk."""
 
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         return [chunk]
-
-    def pass_texts(self, texts: list[str]) -> int:
-        return 0
-
-    def hold_texts(self, texts: list[str]) -> int:
-        return 0
-
-    def add_arguments(self, call: int, texts: list[str]) -> int:
-        return 0
 
     def finish(self) -> list[dict[str, Any]]:
         return []

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from proxy.path import text_events
 from proxy.toolcalls.stream import StreamToolProcessor
-from tests.unit.path.fakes import FakeLayer, FakeUpstream, Reply
+from tests.unit.path.fakes import FakeLayer, FakeUpstream, FeedsEveryEvent, Reply
 from tests.unit.path.test_attempts import run
 
 TOOLS = [
@@ -29,17 +29,20 @@ TOOLS = [
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 
 
-class Walked(StreamToolProcessor):
-    """The same processor, asked never to pass text unread: every event is parsed and fed."""
+class Walked(FeedsEveryEvent, StreamToolProcessor):
+    """The same processor, asked never to take text in unread: every event is parsed and fed."""
 
-    def pass_texts(self, texts: list[str]) -> int:
-        return 0
 
-    def hold_texts(self, texts: list[str]) -> int:
-        return 0
+class Counted(StreamToolProcessor):
+    """The processor, keeping every chunk it is fed."""
 
-    def add_arguments(self, call: int, texts: list[str]) -> int:
-        return 0
+    def __init__(self, tools: list[dict[str, Any]], fed: list[dict[str, Any]]) -> None:
+        super().__init__(tools)
+        self.fed = fed
+
+    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        self.fed.append(chunk)
+        return super().feed(chunk)
 
 
 def event(delta: dict[str, Any], layout: int, finish: str | None = None) -> bytes:
@@ -148,16 +151,10 @@ def test_events_of_a_shape_are_read_up_to_the_first_of_another() -> None:
 
 async def test_a_tools_stream_feeds_only_what_is_not_plain_prose() -> None:
     fed: list[dict[str, Any]] = []
-
-    class Counted(StreamToolProcessor):
-        def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
-            fed.append(chunk)
-            return super().feed(chunk)
-
     words = ["Sure", " thing", ", here", " it is", " <tool", "_call>", CALL, "</tool_call>"]
     items: list[Any] = [event({"role": "assistant", "content": ""}, 0)]
     items += [event({"content": w}, 0) for w in words] + [event({}, 0, "stop"), "[DONE]"]
-    layer = FakeLayer(processor=lambda: Counted(TOOLS))
+    layer = FakeLayer(processor=lambda: Counted(TOOLS, fed))
     _, wire, _ = await run(layer, FakeUpstream(Reply.events(*items)), stream=True)
     contents = [c["choices"][0]["delta"].get("content") for c in fed]
     # The role chunk, the first word (a reply's start is judged), the marker, and the finish:
@@ -213,17 +210,11 @@ async def test_arguments_taken_unread_send_the_same_bytes(
 
 async def test_argument_fragments_after_the_first_two_are_not_fed() -> None:
     fed: list[dict[str, Any]] = []
-
-    class Counted(StreamToolProcessor):
-        def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
-            fed.append(chunk)
-            return super().feed(chunk)
-
     pieces = ['{"ci', 'ty": ', '"Par', 'is"}']
     items: list[Any] = [event({"role": "assistant", "content": None}, 0)]
     items += [fragment(0, p, k == 0, 0) for k, p in enumerate(pieces)]
     items += [event({}, 0, "tool_calls"), "[DONE]"]
-    layer = FakeLayer(processor=lambda: Counted(TOOLS))
+    layer = FakeLayer(processor=lambda: Counted(TOOLS, fed))
     _, wire, _ = await run(layer, FakeUpstream(Reply.events(*items)), stream=True)
     # The role chunk, the call's first fragment (its name), the second (its shape is learnt
     # from it), then the finish: the other argument fragments are appended unread.
