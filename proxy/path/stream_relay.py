@@ -5,10 +5,10 @@ go out in one write per read (never one per event) by one of two strategies:
 
 - **skim** (`_skim`): a run of ordinary events, once the answer is flowing and nothing will
   change it, goes out as it came, unread; a finish reason is all there is to look for.
-- **pass** (`_pass_texts`): with a stream processor (a tools request), the text deltas shaped
-  like one already read have their text sliced out (`text_events`) and shown to the processor
-  in a batch; what it would send unchanged goes out as it came, what it holds whole inside a
-  call is taken in, unread either way.
+- **pass** (`_pass_texts`): with a stream processor (a tools request), the events that add to
+  a string (the text, a call's arguments) shaped like one already read have it sliced out
+  (`text_events`) and shown to the processor in a batch; text it would send unchanged goes out
+  as it came, text it holds whole inside a call and arguments are taken in, unread either way.
 - **walk** (`_walk`): any other event is read, judged and translated on its own (usage reports,
   error events, the tool-call stream processor, events that are not JSON).
 
