@@ -606,6 +606,35 @@ async def test_native_whole_calls_without_ids_get_minted_ids(
     )
 
 
+async def test_a_long_answer_and_a_long_call_stream_through_whole(
+    fake: FakeUpstream, lg: Running, api: Any
+) -> None:
+    # What an agent's file write looks like: prose in hundreds of deltas, then one call whose
+    # arguments (a file's content, quotes, escapes and non-ASCII in it) come in a thousand
+    # fragments. Most of these events are read unread by the relay (their shape learnt from
+    # the first of them); the agent must get every character, and the call whole, repaired.
+    words = [f" word{k}," for k in range(400)]
+    content = "".join(f'line {k}: "quoted" \\ é\n' for k in range(200))
+    arguments = json.dumps({"path": "notes.txt", "content": content})
+    pieces = [arguments[i : i + 7] for i in range(0, len(arguments), 7)]
+    events: list[Any] = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": w}) for w in ["Writing", *words]]
+    events.append(chunk({"tool_calls": [_frag(0, "call_w", "write_file", "")]}))
+    events += [chunk({"tool_calls": [_frag(0, None, None, p)]}) for p in pieces]
+    events += [chunk({}, "tool_calls"), "[DONE]"]
+    fake.push(Stream(events, split=4096))
+    chunks = [
+        c
+        async for c in await api.chat.completions.create(
+            model=MODEL, messages=MSG, tools=TOOLS, stream=True
+        )
+    ]
+    text, calls, finish = accumulate(chunks)
+    assert text == "Writing" + "".join(words)
+    assert calls == [("call_w", "write_file", {"path": "notes.txt", "content": content})]
+    assert finish == "tool_calls"
+
+
 # -- latency: ordinary text is not batched --------------------------------------------------------
 
 
