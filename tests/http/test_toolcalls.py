@@ -621,7 +621,8 @@ async def test_a_long_answer_and_a_long_call_stream_through_whole(
     events += [chunk({"content": w}) for w in ["Writing", *words]]
     events.append(chunk({"tool_calls": [_frag(0, "call_w", "write_file", "")]}))
     events += [chunk({"tool_calls": [_frag(0, None, None, p)]}) for p in pieces]
-    events += [chunk({}, "tool_calls"), "[DONE]"]
+    events += [chunk({}, "tool_calls")]
+    events.append("[DONE]")
     fake.push(Stream(events, split=4096))
     chunks = [
         c
