@@ -193,7 +193,7 @@ class StreamToolProcessor:
         chunk, in order) go out as they came, from the first; those are taken in as `feed` would
         take them, and the caller feeds the rest.
 
-        The relay asks this of prose it has not parsed (`path.chunks.delta_texts`), so that a
+        The relay asks this of prose it has not parsed (`path.text_events`), so that a
         tools stream relays plain text as cheaply as a stream without tools. A chunk counts only
         where `feed` would return it unchanged: nothing held or assembled, and a text with no
         marker in it and no marker's beginning or whitespace at its end. Two scans of all the
