@@ -23,25 +23,13 @@ from typing import Any
 from proxy.jsontext import compact
 from proxy.observe.events import HOLDBACK_RELEASED, Event
 from proxy.toolcalls.arguments import argument_event, repair_arguments
-from proxy.toolcalls.recovery import (
-    END_TOKENS,
-    FENCE,
-    FENCE_INFO_MAX,
-    Schemas,
-    bare_calls,
-    build_calls,
-    find_calls,
-    json_calls,
-    past_end_tokens,
-    recovered_event,
-    tool_schemas,
-    triggers,
-    value_end,
-)
+from proxy.toolcalls.formats import FENCE, FENCE_INFO_MAX, triggers
+from proxy.toolcalls.recovery import build_calls, find_calls, recovered_event, tool_schemas
+from proxy.toolcalls.scan import END_TOKENS, THINK_CLOSE, THINK_OPEN, past_end_tokens, value_end
+from proxy.toolcalls.spans import Schemas
+from proxy.toolcalls.values import bare_calls, json_calls
 
 _TEMPLATE_KEYS = ("id", "object", "created", "model", "system_fingerprint", "service_tier")
-_THINK_OPEN = ("<think>", "[THINK]")
-_THINK_CLOSE = ("</think>", "[/THINK]")
 _JUDGE_CHARS = frozenset("}])`>;")
 # Keys a call object can open with (BEHAVIOUR 4.1's shapes and their common variants), besides a
 # declared tool's own name: a JSON reply whose first key is none of these is an answer, not a call.
@@ -97,7 +85,7 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
     marks = tuple(triggers(names)) if recover else ()
     # The fence is in the tags for the tail it may begin (a trailing "`" or "``"), so that a
     # fence split across chunks is still seen whole.
-    tags = [*marks, *_THINK_OPEN, *_THINK_CLOSE, *([FENCE] if recover else [])]
+    tags = [*marks, *THINK_OPEN, *THINK_CLOSE, *([FENCE] if recover else [])]
     watched = [*tags, FENCE]  # _release looks for a fence even where no tail may begin one
     beginnings = {t[:k] for t in tags for k in range(1, len(t))}
     return Markers(
@@ -364,7 +352,7 @@ class StreamToolProcessor:
         pos = 0
         while True:
             if state.in_think:
-                close = _first(held, _THINK_CLOSE, pos)
+                close = _first(held, THINK_CLOSE, pos)
                 if close is None:
                     return held[: len(held) - self._overlap(held)]
                 state.in_think, state.at_tail_start, state.judged = False, True, -1
@@ -383,8 +371,8 @@ class StreamToolProcessor:
                 m
                 for m in (
                     _first(held, self._triggers, pos),
-                    _first(held, _THINK_OPEN, pos),
-                    _first(held, _THINK_CLOSE, pos),
+                    _first(held, THINK_OPEN, pos),
+                    _first(held, THINK_CLOSE, pos),
                     None if state.fences_done else _first(held, (FENCE,), pos),
                 )
                 if m is not None
@@ -392,9 +380,9 @@ class StreamToolProcessor:
             if not marks:
                 return _rstrip_to(held, len(held) - self._overlap(held), pos)
             at, tag = min(marks)
-            if tag in _THINK_OPEN:
+            if tag in THINK_OPEN:
                 state.in_think, pos = True, at + len(tag)
-            elif tag in _THINK_CLOSE:
+            elif tag in THINK_CLOSE:
                 state.at_tail_start, state.judged, pos = True, -1, at + len(tag)
             elif tag == FENCE:
                 # A fence after prose may hold the reply's one fenced call (4.1): judge it as a

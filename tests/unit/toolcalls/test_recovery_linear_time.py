@@ -3,18 +3,20 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from proxy.toolcalls import recovery as toolcalls
+from proxy.toolcalls import formats, recovery, scan, values
 from tests.steps import Scanned, counting_patterns, growth
 from tests.unit.toolcalls.whole_reply import run
 
 # Steps are counted, not timed (tests/steps.py): a 0.5 s limit failed on a loaded 2-core machine
 # (issue 13, item 16). Linear work grows with the input, here 8 times; a quadratic scan grows
-# 64 times (a _Next without its cache measured 40, a _Scan without its budget 60).
+# 64 times (a Next without its cache measured 40, a Scan without its budget 60).
 SMALL = 2_000
 LINEAR = 12  # 8 for linear work, with room for constant costs; far below quadratic
 ADVERSARIAL = [
@@ -37,18 +39,32 @@ ADVERSARIAL = [
 ]
 
 
+# Every module whose top-level patterns a finder scans with: each format family's, and the
+# shared scanners'.
+MODULES = [
+    recovery,
+    scan,
+    values,
+    *(
+        importlib.import_module(f"{formats.__name__}.{m.name}")
+        for m in pkgutil.iter_modules(formats.__path__)
+    ),
+]
+
+
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> None:
     """Charge the finders' searches over the scanned text, and their regex scans, to the count."""
-    split = toolcalls.split_think
+    split = recovery.split_think
 
     def scanned(text: str) -> tuple[str, str, str]:
-        head, scan, rest = split(text)
-        return head, Scanned(scan), rest
+        head, body, rest = split(text)
+        return head, Scanned(body), rest
 
-    monkeypatch.setattr(toolcalls, "split_think", scanned)
-    for name, pattern in counting_patterns(toolcalls).items():
-        monkeypatch.setattr(toolcalls, name, pattern)
+    monkeypatch.setattr(recovery, "split_think", scanned)
+    for module in MODULES:
+        for name, pattern in counting_patterns(module).items():
+            monkeypatch.setattr(module, name, pattern)
 
 
 def _repeated(unit: str, finish: str) -> Callable[[int], Callable[[], object]]:
@@ -78,23 +94,23 @@ def test_nested_openers_are_linear_and_not_calls() -> None:
 
 
 def test_the_step_count_sees_a_quadratic_scan(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The yardstick itself: with the _Scan budget removed, a value opened after each marker is
+    # The yardstick itself: with the Scan budget removed, a value opened after each marker is
     # rescanned to the end of the text, and the count must say so.
     def unbounded(self: Any, i: int) -> int | None:
         limit = self.limit(i)
-        end = toolcalls.value_end(self.s, i, limit)
-        return toolcalls.value_end(self.s, i) if end is None and limit < len(self.s) else end
+        end = scan.value_end(self.s, i, limit)
+        return scan.value_end(self.s, i) if end is None and limit < len(self.s) else end
 
-    monkeypatch.setattr(toolcalls._Scan, "value", unbounded)
+    monkeypatch.setattr(scan.Scan, "value", unbounded)
     assert growth(_repeated("<tool_call>{ oops ", "stop"), SMALL) > 4 * LINEAR
 
 
 def test_the_step_count_sees_a_repeated_search(
     counted: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # And with _Next's cache removed, each opener searches to the end for a close tag that never
+    # And with Next's cache removed, each opener searches to the end for a close tag that never
     # comes: C-level work that only the counted searches show.
-    monkeypatch.setattr(toolcalls._Next, "at", lambda self, pos: self._find(pos))
+    monkeypatch.setattr(scan.Next, "at", lambda self, pos: self._find(pos))
     assert growth(_repeated("<tool_call>{ oops ", "stop"), SMALL) > 2 * LINEAR
 
 

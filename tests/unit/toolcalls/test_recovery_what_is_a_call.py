@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.toolcalls.recovery import recover, tool_schemas, triggers
+from proxy.toolcalls.formats import triggers
+from proxy.toolcalls.recovery import recover, tool_schemas
 from tests.unit.toolcalls.whole_reply import TOOLS, run, stays_text
 
 # -- GLM: a word after <tool_call> is not a call --------------------------------------------------

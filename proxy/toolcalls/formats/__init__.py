@@ -1,0 +1,35 @@
+"""The registry of tool-call formats: one module per format family, each exporting its
+`Family` (a finder and the markers its calls start with).
+
+`find_calls` (toolcalls/recovery.py) runs every family's finder over a reply and keeps the
+family whose first call starts earliest; the stream processor (toolcalls/stream.py) holds text
+from any family's marker on. A new family is one module here, one line below and its corpus
+cases in tests/. Marker-less calls (bare JSON, one fenced block) are the fallback, tried last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from proxy.toolcalls.formats import bare, deepseek, gemma, harmony, mistral, qwen3_coder, tagged
+from proxy.toolcalls.spans import Family
+
+# The order breaks ties between finders whose first calls start at the same place.
+FAMILIES: tuple[Family, ...] = (
+    *tagged.FAMILIES,
+    qwen3_coder.FAMILY,
+    mistral.FAMILY,
+    deepseek.FAMILY,
+    harmony.FAMILY,
+    gemma.FAMILY,
+)
+FALLBACK = bare.find
+FENCE = bare.FENCE
+FENCE_INFO_MAX = bare.FENCE_INFO_MAX
+
+
+def triggers(names: Iterable[str]) -> list[str]:
+    """Literal strings at which a call span can start (the stream holds text from them on), for
+    tools named `names` (a Schemas dict will do)."""
+    names = tuple(names)
+    return [t for family in FAMILIES for t in family.triggers(names)]

@@ -1,0 +1,164 @@
+"""The string scanning every format finder shares: where a value ends, where a think block
+ends, and the end-of-turn tokens a template leaves after a call.
+
+Splitting calls out of prose is done with these string-aware scanners before anything is parsed:
+a JSON repair library given a whole message turns prose into `''` and braces into lists. The
+scans are bounded (`Scan`) so that a text of many unclosed openers costs linear time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+THINK_CLOSE = ("</think>", "[/THINK]")
+THINK_OPEN = ("<think>", "[THINK]")
+
+
+def value_end(s: str, i: int, limit: int | None = None) -> int | None:
+    """Index after the JSON-ish value opening at s[i] (`{`, `[` or `(`), or None if unclosed.
+
+    Braces inside strings do not count. A single quote opens a string only where a value or key
+    may start, so apostrophes in prose-like text do not derail the scan. The scan stops at
+    `limit` (default: the end of `s`); a value still open there counts as unclosed.
+    """
+    depth = 0
+    n = len(s) if limit is None else min(limit, len(s))
+    prev = ""
+    while i < n:
+        c = s[i]
+        if c == '"' or (c == "'" and prev in "{[(,:="):
+            i = string_end(s, i, n)
+            if i < 0:
+                return None
+            prev = '"'
+            continue
+        if c in "{[(":
+            depth += 1
+        elif c in "}])":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        if not c.isspace():
+            prev = c
+        i += 1
+    return None
+
+
+def string_end(s: str, i: int, n: int | None = None) -> int:
+    quote = s[i]
+    j = i + 1
+    n = len(s) if n is None else n
+    while j < n:
+        c = s[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == quote:
+            if quote == '"':
+                return j + 1
+            rest = s[j + 1 : j + 40].lstrip()
+            if not rest or rest[0] in ",}]):":
+                return j + 1
+        j += 1
+    return -1
+
+
+def skip(s: str, i: int, chars: str = "") -> int:
+    while i < len(s) and (s[i].isspace() or s[i] in chars):
+        i += 1
+    return i
+
+
+def split_think(text: str) -> tuple[str, str, str]:
+    """(head, scan, rest): only `scan` may hold calls; head ends at the last think close."""
+    cut = 0
+    for tag in THINK_CLOSE:
+        k = text.rfind(tag)
+        if k >= 0:
+            cut = max(cut, k + len(tag))
+    tail = text[cut:]
+    opens = [k for k in (tail.find(t) for t in THINK_OPEN) if k >= 0]
+    if opens:
+        return text[:cut], tail[: min(opens)], tail[min(opens) :]
+    return text[:cut], tail, ""
+
+
+class Next:
+    """The first hit at or after a position, cached for positions that only grow.
+
+    Finders ask "where is the next close tag / opener" once per candidate; without the cache an
+    input made of many unclosed openers costs a scan to the end of the text per opener.
+    """
+
+    def __init__(self, find: Callable[[int], int]) -> None:
+        self._find = find
+        self._from = -1
+        self._hit = -1
+
+    def at(self, pos: int) -> int:
+        """Index of the first hit at or after `pos`, or -1."""
+        if self._from < 0 or pos < self._from or (self._hit != -1 and self._hit < pos):
+            self._from, self._hit = pos, self._find(pos)
+        return self._hit
+
+
+class Scan:
+    """Bounded value scans over one text for one marker (the linear-time guard).
+
+    A value opened after a marker is scanned only up to the marker's next occurrence; a value
+    still open there may be rescanned to the end of the text while a budget of len(text)
+    characters lasts, so a call whose string holds its own marker literally is still read, but
+    a text of many unclosed openers costs linear time, not quadratic.
+    """
+
+    def __init__(self, s: str, opener: str, close: str | None) -> None:
+        self.s = s
+        self._opener = Next(lambda p: s.find(opener, p))
+        self._close = Next(lambda p: s.find(close, p)) if close else None
+        self._budget = len(s)
+
+    def limit(self, i: int) -> int:
+        """Where a value opened at s[i] must have closed: the marker's next occurrence."""
+        nxt = self._opener.at(i + 1)
+        return len(self.s) if nxt < 0 else nxt
+
+    def value(self, i: int) -> int | None:
+        """value_end bounded by the next marker (extended while the budget lasts)."""
+        limit = self.limit(i)
+        end = value_end(self.s, i, limit)
+        if end is None and limit < len(self.s) and self._budget > 0:
+            end = value_end(self.s, i)
+            self._budget -= (end or len(self.s)) - i
+        return end
+
+    def close_at(self, i: int) -> int:
+        """The format's close tag after s[i] and before the next marker, or -1."""
+        if self._close is None:
+            return -1
+        c = self._close.at(i)
+        return c if 0 <= c < self.limit(i) else -1
+
+
+# Tokens that end a turn or a message, one family each (research/toolcall-formats.md and the
+# families' chat templates): a server that does not strip special tokens leaves them after the
+# call it failed to parse. Llama 3.x ends a tool turn with <|eom_id|> (built-in tools) or
+# <|eot_id|>, Llama 4 with <|eom|>/<|eot|>; Mistral </s>; ChatML (Qwen, Hermes, Kimi, LFM2)
+# <|im_end|>; harmony <|end|>, <|return|>, <|call|>; DeepSeek <｜end▁of▁sentence｜>; Gemma
+# <end_of_turn>, FunctionGemma <start_function_response>; GLM <|observation|>; Granite and
+# Llama <|end_of_text|>, Qwen <|endoftext|>; Command R <|END_OF_TURN_TOKEN|>.
+END_TOKENS = (
+    "<|eom_id|>", "<|eot_id|>", "<|eom|>", "<|eot|>", "</s>", "<|im_end|>", "<|end|>",
+    "<|return|>", "<|call|>", "<｜end▁of▁sentence｜>", "<end_of_turn>",
+    "<start_function_response>", "<|observation|>", "<|end_of_text|>", "<|endoftext|>",
+    "<|END_OF_TURN_TOKEN|>",
+)  # fmt: skip
+_END_RUN = re.compile(r"(?:\s*(?:" + "|".join(re.escape(t) for t in END_TOKENS) + "))+")
+END_RUN_AT_END = re.compile(_END_RUN.pattern + r"\s*\Z")
+
+
+def past_end_tokens(s: str, i: int, limit: int | None = None) -> int:
+    """Where a run of end-of-turn tokens (and the whitespace between) starting at s[i] ends,
+    looking no further than `limit`."""
+    m = _END_RUN.match(s, i, len(s) if limit is None else limit)
+    return m.end() if m else i

@@ -1,0 +1,54 @@
+"""What a format finder returns: the calls of one span of text, and what it is given besides
+the text (the declared tools, and whether the reply may have been cut off)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+# One call as found in text: name, arguments (a dict, or text still to be repaired), and whether
+# the call's own JSON needed repairing to be read.
+RawCall = tuple[str, Any, bool]
+Schemas = dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Span:
+    """The calls written between text[start:end], in one format (its label)."""
+
+    start: int
+    end: int
+    calls: list[RawCall]
+    format: str
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """What every finder needs besides the text: the declared tools and whether it may be cut."""
+
+    schemas: Schemas
+    truncated: bool
+
+
+Finder = Callable[[str, Ctx], list[Span]]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One format family as the registry knows it (proxy/toolcalls/formats/).
+
+    `find` returns the family's spans in a reply's scanned text. `markers` are the literal
+    strings a call of the family starts with; `named` are marker templates in which `NAME`
+    stands for each declared tool's name (`call:NAME{`). The stream holds text from a marker
+    on, and a whole reply with none of any family's markers skips every finder.
+    """
+
+    name: str
+    find: Finder
+    markers: tuple[str, ...] = ()
+    named: tuple[str, ...] = ()
+
+    def triggers(self, names: Iterable[str]) -> list[str]:
+        """This family's markers for tools named `names`."""
+        return [*self.markers, *(t.replace("NAME", n) for n in names for t in self.named)]

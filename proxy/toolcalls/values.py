@@ -1,0 +1,341 @@
+"""Calls from values: a parsed JSON (or pythonic) value read as calls, and a parameter's text
+typed by the tool's schema.
+
+Every format ends in one of these once its markers are stripped: JSON objects in a wrapper or a
+list (`json_calls`), an object cut off at the end of a reply (`partial_calls`), Python-style
+calls (`pythonic_calls`), or XML-style parameters whose text is typed by the schema
+(`typed_value`).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from proxy.jsontext import compact
+from proxy.toolcalls.arguments import loads_lenient
+from proxy.toolcalls.scan import Scan, past_end_tokens, skip, string_end, value_end
+from proxy.toolcalls.spans import Ctx, RawCall, Schemas
+
+_CALL_KEYS = {
+    "name",
+    "arguments",
+    "parameters",
+    "args",
+    "id",
+    "type",
+    "function",
+    "tool",
+    "tool_input",
+    "input",
+    "tool_name",
+    "tool_call_id",
+}
+_ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input")
+_NAME_KEYS = ("name", "tool", "tool_name")
+_WRAPPER_KEYS = ("function", "tool_calls", "tool_call")
+
+
+def calls_from_value(
+    value: Any, repaired: bool, schemas: Schemas, strict: bool = False
+) -> list[RawCall] | None:
+    """The calls a parsed JSON value spells, or None when it is not (only) calls.
+
+    `strict` is for JSON standing alone with no marker (bare and fenced forms): it then needs an
+    arguments key, a `type` of "function" if any, and arguments that are not a JSON Schema, so
+    config objects, API examples and an echoed tools list stay text.
+    """
+    if isinstance(value, dict):
+        return _calls_from_obj(value, repaired, schemas, strict)
+    if isinstance(value, list) and value:
+        calls: list[RawCall] = []
+        for item in value:
+            found = (
+                _calls_from_obj(item, repaired, schemas, strict) if isinstance(item, dict) else None
+            )
+            if not found:
+                return None
+            calls.extend(found)
+        return calls
+    return None
+
+
+def _calls_from_obj(
+    obj: dict[str, Any], repaired: bool, schemas: Schemas, strict: bool
+) -> list[RawCall] | None:
+    """The calls one JSON object stands for: a wrapper (`tool_calls`, `tool_call`,
+    `function`) opened, Apertus' `{"NAME": {args}}`, or one `{name, arguments}` call."""
+    if isinstance(obj.get("tool_calls"), list) and len(obj) == 1:
+        return calls_from_value(obj["tool_calls"], repaired, schemas, strict)
+    if isinstance(obj.get("tool_call"), dict) and len(obj) == 1:
+        return _calls_from_obj(obj["tool_call"], repaired, schemas, strict)
+    if strict and obj.get("type", "function") != "function":
+        return None
+    if isinstance(obj.get("function"), dict):
+        inner = {k: v for k, v in obj.items() if k not in ("function", "type", "id")}
+        return _calls_from_obj({**inner, **obj["function"]}, repaired, schemas, strict)
+    if len(obj) == 1:
+        ((key, val),) = obj.items()
+        if key in schemas and isinstance(val, dict):  # Apertus: {"NAME": {args}}
+            # Only when every key is a parameter of that tool: {"search": {"enabled": true}}
+            # is configuration, not a call.
+            fits = bool(val) and set(val) <= set(tool_props(schemas, key))
+            return [(key, val, repaired)] if fits else None
+    return _named_call(obj, repaired, strict)
+
+
+def _named_call(obj: dict[str, Any], repaired: bool, strict: bool) -> list[RawCall] | None:
+    """`{name, arguments}` (or `parameters`, `args`...) as one call; None when it is not."""
+    if not set(obj) <= _CALL_KEYS:
+        return None
+    name = next((obj[k] for k in _NAME_KEYS if isinstance(obj.get(k), str)), "")
+    if not name.strip():
+        return None
+    arg_key = next((k for k in _ARG_KEYS if k in obj), None)
+    if strict and (arg_key is None or _is_schema(obj[arg_key])):
+        return None
+    args = obj[arg_key] if arg_key is not None else {}
+    return [(name.strip(), {} if args is None else args, repaired)]
+
+
+def _is_schema(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") == "object" and "properties" in value
+
+
+def json_calls(text: str, schemas: Schemas, strict: bool = False) -> list[RawCall] | None:
+    """Calls in one complete JSON (or almost-JSON, or pythonic) value's text."""
+    if not _may_be_call(text.strip(), schemas):
+        return None
+    parsed = loads_lenient(text)
+    found = calls_from_value(parsed[0], parsed[1], schemas, strict) if parsed is not None else None
+    if found is None and text.lstrip().startswith("["):
+        return pythonic_calls(text)
+    return found
+
+
+def _may_be_call(text: str, schemas: Schemas) -> bool:
+    """A linear look at the top-level keys before a lenient parse: the json_repair fallback
+    costs seconds on a few hundred KB of brace-balanced prose, which can never be a call."""
+    if text.startswith("["):
+        i = skip(text, 1)
+        return i < len(text) and (
+            (text[i] == "{" and _may_be_call(text[i:], schemas)) or text[i].isidentifier()
+        )
+    keys = _top_keys(text)
+    return any(k in keys for k in (*_NAME_KEYS, *_WRAPPER_KEYS)) or any(k in schemas for k in keys)
+
+
+def partial_calls(text: str, schemas: Schemas) -> list[RawCall]:
+    """Calls in a value that does not close; an unclosed last call keeps raw arguments."""
+    if text.startswith("["):
+        calls: list[RawCall] = []
+        i = skip(text, 1, ",")
+        while i < len(text) and text[i] == "{":
+            end = value_end(text, i)
+            if end is None:
+                return calls + partial_calls(text[i:], schemas)
+            calls.extend(json_calls(text[i:end], schemas) or [])
+            i = skip(text, end, ",")
+        return calls
+    call = _partial_object(text)
+    return [call] if call is not None else []
+
+
+def _partial_object(text: str) -> RawCall | None:
+    """`{"name": .., "arguments": ..` without its end: name and arguments from depth-1 keys only
+    (a nested "name" inside the arguments is not the call's name)."""
+    keys = _top_keys(text)
+    name = next((_string_at(text, keys[k]) for k in _NAME_KEYS if k in keys), None)
+    arg_at = next((keys[k] for k in _ARG_KEYS if k in keys), None)
+    if not name or not name.strip() or arg_at is None:
+        return None
+    end = value_end(text, arg_at) if text.startswith(("{", "["), arg_at) else None
+    args = text[arg_at:end] if end is not None else text[arg_at:].rstrip()
+    return (name.strip(), args, False)
+
+
+def _top_keys(text: str) -> dict[str, int]:
+    """Key -> index of its value, for the keys of the object opening text (depth 1 only)."""
+    keys: dict[str, int] = {}
+    if not text.startswith("{"):
+        return keys
+    depth, i, prev, n = 0, 0, "", len(text)
+    while i < n:
+        c = text[i]
+        if c == '"' or (c == "'" and prev in "{[,:"):
+            j = string_end(text, i)
+            if j < 0:
+                break
+            k = skip(text, j)
+            if depth == 1 and k < n and text[k] == ":":
+                keys.setdefault(text[i + 1 : j - 1], skip(text, k + 1))
+            i, prev = j, '"'
+            continue
+        depth += 1 if c in "{[" else -1 if c in "}]" else 0
+        if depth == 0:
+            break
+        prev = c if not c.isspace() else prev
+        i += 1
+    return keys
+
+
+def _string_at(text: str, i: int) -> str | None:
+    if i >= len(text) or text[i] not in "\"'":
+        return None
+    j = string_end(text, i)
+    return text[i + 1 : j - 1] if j > 0 else None
+
+
+def pythonic_calls(text: str) -> list[RawCall] | None:
+    """`[f(a=1), g(b='x')]` (or one bare call) -> calls; literals only, keywords only."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except (SyntaxError, ValueError):
+        return None
+    nodes = tree.elts if isinstance(tree, ast.List) else [tree]
+    calls: list[RawCall] = []
+    for node in nodes:
+        call = _pythonic_call(node)
+        if call is None:
+            return None
+        calls.append(call)
+    return calls or None
+
+
+def _pythonic_call(node: ast.expr) -> RawCall | None:
+    if not isinstance(node, ast.Call) or node.args:
+        return None
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr == "call" and isinstance(func.value, ast.Name):
+        name = func.value.id  # Llama built-in: brave_search.call(query="...")
+    elif isinstance(func, ast.Name):
+        name = func.id
+    else:
+        return None
+    args: dict[str, Any] = {}
+    for kw in node.keywords:
+        if kw.arg is None:
+            return None
+        try:
+            args[kw.arg] = ast.literal_eval(kw.value)
+        except (ValueError, SyntaxError, TypeError):
+            return None
+    try:
+        compact(args)
+    except TypeError:
+        return None
+    return (name, args, False)
+
+
+def schema_type(prop: dict[str, Any] | None) -> tuple[str, bool]:
+    if not isinstance(prop, dict):
+        return "", False
+    kind = prop.get("type")
+    branches = prop.get("anyOf") or prop.get("oneOf") or []
+    types = kind if isinstance(kind, list) else [kind] if kind else []
+    types += [b.get("type") for b in branches if isinstance(b, dict)]
+    names = [str(t).lower().strip() for t in types if t]
+    allows_null = "null" in names
+    concrete = [t for t in names if t != "null"]
+    return (concrete[0] if concrete else "string"), allows_null
+
+
+def typed_value(raw: str, prop: dict[str, Any] | None) -> Any:
+    """A parameter's text typed by its schema the way vLLM's Qwen3-Coder parser does."""
+    if prop is None:
+        return raw  # a parameter the schema does not know stays text
+    kind, allows_null = schema_type(prop)
+    if raw.strip().lower() in ("null", "none") and (allows_null or kind != "string"):
+        return None
+    if kind in ("string", "str", "text", "varchar", "char", "enum"):
+        return raw
+    if kind.startswith(("int", "uint", "long", "short", "unsigned")):
+        return _number(raw, int)
+    if kind.startswith(("num", "float")):
+        return _number(raw, float)
+    if kind in ("boolean", "bool", "binary"):
+        low = raw.strip().lower()
+        return True if low == "true" else False if low == "false" else raw
+    parsed = loads_lenient(raw)
+    if parsed is not None:
+        return parsed[0]
+    try:
+        return ast.literal_eval(raw.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return raw
+
+
+def _number(raw: str, kind: type) -> Any:
+    try:
+        value = kind(raw.strip())
+    except ValueError:
+        return raw
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def tool_props(schemas: Schemas, name: str) -> dict[str, Any]:
+    params = schemas.get(name) or {}
+    props = params.get("properties") if isinstance(params, dict) else None
+    return props if isinstance(props, dict) else {}
+
+
+def json_seq(s: str, i: int, ctx: Ctx, calls: list[RawCall], scan: Scan) -> int:
+    """Read `;`/space-separated JSON calls from s[i]; -1 when the first value is not a call."""
+    first, start = True, i
+    while i < len(s) and s[i] in "{[":
+        end = scan.value(i)
+        if end is None:
+            found, end = unclosed(s, i, ctx, scan)
+        else:
+            found = json_calls(s[i:end], ctx.schemas)
+        if not found or end is None:
+            return -1 if first else start
+        calls.extend(found)
+        first, start = False, end
+        i = skip(s, end, ";,")
+    return i
+
+
+def unclosed(s: str, i: int, ctx: Ctx, scan: Scan) -> tuple[list[RawCall] | None, int | None]:
+    """Calls in a value that does not close, and where they end; (None, None) to give up.
+
+    The value ends at the format's close tag when there is one before the next marker; it runs
+    to the end of the text only when the reply was cut off and no marker follows. Anything
+    else is a brace in prose, and taking the rest of the reply as arguments would lose it.
+    """
+    c = scan.close_at(i)
+    if c >= 0:
+        body = s[i:c].rstrip()
+        found = json_calls(body, ctx.schemas) or partial_calls(body, ctx.schemas)
+        return (found, c) if found else (None, None)
+    if ctx.truncated and scan.limit(i) == len(s):
+        return partial_calls(s[i:].rstrip(), ctx.schemas) or None, len(s)
+    return None, None
+
+
+def bare_calls(text: str, schemas: Schemas) -> list[RawCall] | None:
+    """Calls when `text` is nothing but complete calls to declared tools, else None.
+
+    With no marker to vouch for them, the calls must be complete shapes (strict
+    `calls_from_value`): a name alone, or a schema-like `parameters`, is data, not a call.
+    """
+    calls: list[RawCall] = []
+    i = skip(text, 0)
+    while i < len(text):
+        if text.startswith("</tool_call>", i):
+            i = skip(text, i + len("</tool_call>"), ";")
+            continue
+        if (after := past_end_tokens(text, i)) > i:
+            i = skip(text, after)
+            continue
+        if text[i] not in "{[":
+            return None
+        end = value_end(text, i)
+        found = json_calls(text[i:end], schemas, strict=True) if end else None
+        if not found or any(name not in schemas for name, _, _ in found):
+            return None
+        calls.extend(found)
+        i = skip(text, end or len(text), ";")
+    return calls or None
