@@ -9,53 +9,12 @@ case the content is the text unchanged).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-Call = tuple[str, dict[str, Any]]
-
-
-def _tool(name: str, props: dict[str, Any]) -> dict[str, Any]:
-    params = {"type": "object", "properties": props}
-    return {"type": "function", "function": {"name": name, "parameters": params}}
-
-
-S = {"type": "string"}
-TOOLS = [
-    _tool("get_weather", {"city": S, "days": {"type": "integer"}}),
-    _tool("get_time", {"tz": S}),
-    _tool("write_file", {"path": S, "content": S}),
-    _tool("search", {"query": S}),
-    _tool("query_web_search", {"query": S}),
-    _tool("GrepTool", {"pattern": S, "path": S}),
-    _tool("get_current_traffic", {"location": S}),
-    _tool("list_directory", {"path": S}),
-    _tool("get_file_info", {"path": S}),
-    _tool("run", {"cmd": S, "opts": {"type": "object"}, "force": {"type": "boolean"},
-                  "limit": {"type": ["integer", "null"]}, "ratio": {"type": "number"}}),
-]
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    text: str
-    content: str | None
-    calls: list[Call]
-    format: str | None
-    tools: tuple[dict[str, Any], ...] = tuple(TOOLS)
-
-
-ONE: list[Call] = [("get_weather", {"city": "Paris", "days": 3})]
-TWO: list[Call] = [*ONE, ("get_time", {"tz": "Europe/Paris"})]
-PROSE = "Let me check."
-THINK = "<think>\nThe user wants the weather. I'll call the tools.\n</think>"
-
-
-def _j(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+from tests.toolcall_case import ONE, PROSE, THINK, TWO, Call, Case
+from tests.toolcall_case import j as _j
+from tests.toolcall_families import family_cases
 
 
 def _hermes(calls: list[Call]) -> str:
@@ -493,7 +452,7 @@ _NEGATIVES = [
          '"properties": {"query": {"type": "string"}}}}\n```', None, [], None),
 ]
 
-CASES: list[Case] = [*_generated(), *_REAL, *END_OF_TURN, *_TRAPS, *_NEGATIVES]
+CASES: list[Case] = [*_generated(), *_REAL, *END_OF_TURN, *_TRAPS, *_NEGATIVES, *family_cases()]
 
 
 def by_format() -> dict[str, int]:

@@ -24,8 +24,8 @@ from aiohttp import web
 
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, Stream, chunk, completion, text_stream
+from tests.toolcall_case import TOOLS as CORPUS_TOOLS
 from tests.toolcall_corpus import CASES, FORMATS, TRUNCATED, TRUNCATED_RAW_ARGS, Case
-from tests.toolcall_corpus import TOOLS as CORPUS_TOOLS
 
 TOOLS: Any = CORPUS_TOOLS
 MSG: Any = [{"role": "user", "content": "What is the weather in Paris?"}]

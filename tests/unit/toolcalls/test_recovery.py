@@ -10,7 +10,8 @@ import pytest
 
 from proxy.observe.events import ARGUMENTS, TOOL_RECOVERED
 from proxy.toolcalls.recovery import process_response, recover
-from tests.toolcall_corpus import CASES, TOOLS, TRUNCATED, TRUNCATED_RAW_ARGS, Case, by_format
+from tests.toolcall_case import TOOLS
+from tests.toolcall_corpus import CASES, TRUNCATED, TRUNCATED_RAW_ARGS, Case, by_format
 
 
 def _body(text: str, finish: str = "stop") -> dict[str, Any]:

@@ -16,7 +16,8 @@ from openai.types.chat import ChatCompletionChunk
 from proxy.observe.events import ARGUMENTS, HOLDBACK_RELEASED, TOOL_RECOVERED
 from proxy.toolcalls.stream import StreamToolProcessor
 from tests.steps import growth
-from tests.toolcall_corpus import CASES, END_OF_TURN, TOOLS, Case
+from tests.toolcall_case import TOOLS
+from tests.toolcall_corpus import CASES, END_OF_TURN, Case
 from tests.unit.toolcalls.test_recovery import whole_result
 
 TEMPLATE = {
