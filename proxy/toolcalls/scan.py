@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-THINK_CLOSE = ("</think>", "[/THINK]")
-THINK_OPEN = ("<think>", "[THINK]")
+# Reasoning blocks, whose text is never a call: `<think>` (Qwen3, DeepSeek R1, GLM, Kimi...),
+# Magistral's `[THINK]`, Seed-OSS's `<seed:think>`, Command R7B/A's `<|START_THINKING|>`.
+THINK_CLOSE = ("</think>", "[/THINK]", "</seed:think>", "<|END_THINKING|>")
+THINK_OPEN = ("<think>", "[THINK]", "<seed:think>", "<|START_THINKING|>")
 
 
 def value_end(s: str, i: int, limit: int | None = None) -> int | None:
