@@ -22,7 +22,7 @@ import orjson
 
 from proxy.jsontext import compact
 from proxy.observe.events import TOOL_RECOVERED, Event
-from proxy.toolcalls.arguments import OK, REPAIRED, argument_event, repair_arguments
+from proxy.toolcalls.arguments import OK, REPAIRED, TRUNCATED, argument_event, repair_arguments
 from proxy.toolcalls.formats import FALLBACK, FAMILIES, FENCE, triggers
 from proxy.toolcalls.scan import END_RUN_AT_END, END_TOKENS, past_end_tokens, skip, split_think
 from proxy.toolcalls.spans import Ctx, RawCall, Schemas, Span
@@ -46,6 +46,9 @@ class Found:
     content: str | None
     calls: list[RawCall]
     format: str
+    # The last call is cut off: it was read only because the reply stopped at its ceiling
+    # (finish_reason "length"); the client gets "length", not "tool_calls" (finish_after).
+    cut: bool = False
 
 
 def tool_schemas(tools: list[dict[str, Any]] | None) -> Schemas:
@@ -64,14 +67,12 @@ def _call_starts(names: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(map(re.escape, triggers(names))))
 
 
-def _may_hold_calls(scan: str, schemas: Schemas) -> bool:
+def _may_hold_calls(scan: str, starts: re.Pattern[str]) -> bool:
     """Whether a finder could find anything in `scan`: every marker form starts at a trigger
     (the same list the stream holds text at, so a stream and a whole reply agree), and bare
     calls need a reply that opens with `{` or `[`, or a fence."""
     return (
-        scan[skip(scan, 0) :][:1] in ("{", "[")
-        or FENCE in scan
-        or _call_starts(tuple(schemas)).search(scan) is not None
+        scan[skip(scan, 0) :][:1] in ("{", "[") or FENCE in scan or starts.search(scan) is not None
     )
 
 
@@ -83,23 +84,38 @@ def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | N
     not know yet; whole replies pass what the upstream said. Every recovered call names a
     declared tool: a marker form naming anything else is left as text.
     """
-    head, scan, rest = split_think(text)
-    if not _may_hold_calls(scan, schemas):
+    starts = _call_starts(tuple(schemas))
+    head, scan, rest = split_think(text, starts)
+    if not _may_hold_calls(scan, starts):
         return None  # the usual reply: prose, decided in one scan instead of every finder's
-    ctx = Ctx(schemas, truncated)
-    best: list[Span] = []
-    for family in FAMILIES:
-        spans = [sp for sp in family.find(scan, ctx) if all(c[0] in schemas for c in sp.calls)]
-        if spans and (not best or spans[0].start < best[0].start):
-            best = spans
-    if not best:
-        best = FALLBACK(scan, schemas)
+    best = _best_spans(scan, Ctx(schemas, truncated))
     if not best:
         return None
+    # A call that only a cut-off reply makes a call (it never closes) is the reply's last:
+    # finding fewer calls when the reply is read as complete tells it was cut.
+    cut = truncated and _count(_best_spans(scan, Ctx(schemas, False))) < _count(best)
     best = _with_end_tokens(scan, best)
-    return Found(
-        _remaining(head, scan, rest, best), [c for sp in best for c in sp.calls], best[0].format
-    )
+    calls = [c for sp in best for c in sp.calls]
+    return Found(_remaining(head, scan, rest, best), calls, best[0].format, cut)
+
+
+def _best_spans(scan: str, ctx: Ctx) -> list[Span]:
+    """The spans of the family whose first call starts earliest (the fallback if none)."""
+    best: list[Span] = []
+    for family in FAMILIES:
+        spans = [sp for sp in family.find(scan, ctx) if all(c[0] in ctx.schemas for c in sp.calls)]
+        if spans and (not best or spans[0].start < best[0].start):
+            best = spans
+    return best or FALLBACK(scan, ctx.schemas)
+
+
+def _count(spans: list[Span]) -> int:
+    return sum(len(sp.calls) for sp in spans)
+
+
+def finish_after(found: Found) -> str:
+    """The finish reason of a reply whose calls were recovered."""
+    return "length" if found.cut else "tool_calls"
 
 
 def _with_end_tokens(scan: str, spans: list[Span]) -> list[Span]:
@@ -140,18 +156,24 @@ def recover(
     found = find_calls(text, tool_schemas(tools), finish_reason == "length")
     if found is None:
         return None
-    calls, _ = build_calls(found.calls, finish_reason)
+    calls, _ = build_calls(found.calls, finish_reason, found.cut)
     return Recovery(found.content, calls, found.format)
 
 
 def build_calls(
-    raw: list[RawCall], finish_reason: str | None
+    raw: list[RawCall], finish_reason: str | None, cut: bool = False
 ) -> tuple[list[dict[str, Any]], list[Event]]:
-    """OpenAI tool_call dicts for recovered calls, ids call_recovered_N, arguments repaired."""
+    """OpenAI tool_call dicts for recovered calls, ids call_recovered_N, arguments repaired.
+
+    `cut`: the last call was cut off at the reply ceiling; its arguments (what there is of
+    them) are flagged truncated even where what there is reads as complete.
+    """
     calls: list[dict[str, Any]] = []
     events: list[Event] = []
     for n, (name, args, repaired) in enumerate(raw):
         arguments, outcome = _recovered_arguments(args, repaired, finish_reason)
+        if cut and n == len(raw) - 1:
+            outcome = TRUNCATED
         event = argument_event(name, outcome)
         if event is not None:
             events.append(event)
@@ -216,11 +238,11 @@ def _process_choice(choice: Any, schemas: Schemas, recover: bool, events: list[E
     found = find_calls(content, schemas, finish == "length")
     if found is None:
         return choice
-    calls, arg_events = build_calls(found.calls, finish)
+    calls, arg_events = build_calls(found.calls, finish, found.cut)
     events.append(recovered_event(len(calls), found.format))
     events.extend(arg_events)
     new_message = {**message, "content": found.content, "tool_calls": calls}
-    return {**choice, "message": new_message, "finish_reason": "tool_calls"}
+    return {**choice, "message": new_message, "finish_reason": finish_after(found)}
 
 
 def _repair_native(call: Any, finish: str | None, events: list[Event]) -> Any:

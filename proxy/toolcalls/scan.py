@@ -15,6 +15,11 @@ from collections.abc import Callable
 # Magistral's `[THINK]`, Seed-OSS's `<seed:think>`, Command R7B/A's `<|START_THINKING|>`.
 THINK_CLOSE = ("</think>", "[/THINK]", "</seed:think>", "<|END_THINKING|>")
 THINK_OPEN = ("<think>", "[THINK]", "<seed:think>", "<|START_THINKING|>")
+# Tool-call sections that end an open think block: Kimi K2 (Thinking) may begin its calls with
+# no `</think>` before them (the reasoning parsers of vLLM and SGLang end reasoning there).
+THINK_ENDERS = ("<|tool_calls_section_begin|>",)
+_THINK_TAGS = re.compile("|".join(map(re.escape, (*THINK_OPEN, *THINK_CLOSE))))
+_THINK_ENDS = re.compile("|".join(map(re.escape, (*THINK_CLOSE, *THINK_ENDERS))))
 
 
 def value_end(s: str, i: int, limit: int | None = None) -> int | None:
@@ -72,18 +77,48 @@ def skip(s: str, i: int, chars: str = "") -> int:
     return i
 
 
-def split_think(text: str) -> tuple[str, str, str]:
-    """(head, scan, rest): only `scan` may hold calls; head ends at the last think close."""
-    cut = 0
-    for tag in THINK_CLOSE:
-        k = text.rfind(tag)
-        if k >= 0:
-            cut = max(cut, k + len(tag))
-    tail = text[cut:]
-    opens = [k for k in (tail.find(t) for t in THINK_OPEN) if k >= 0]
-    if opens:
-        return text[:cut], tail[: min(opens)], tail[min(opens) :]
-    return text[:cut], tail, ""
+def split_think(text: str, starts: re.Pattern[str] | None = None) -> tuple[str, str, str]:
+    """(head, scan, rest): only `scan` may hold calls; head is the reasoning before it.
+
+    Read forwards, the way a stream arrives: a think block runs from its open tag to the first
+    close tag after it, a close tag with no open before it ends reasoning whose open tag was in
+    the prompt (DeepSeek R1, Qwen3), and once a call marker (`starts`) appears outside a think
+    block, nothing after it is a think tag: a `</think>` or `<think>` written inside a call's
+    arguments (a file about chat templates) is the call's text. A think block left open is
+    `rest`, unless a tool-call section begins inside it (THINK_ENDERS: Kimi K2 goes from
+    reasoning to its calls without closing the block).
+    """
+    cut = pos = 0
+    while True:
+        tag = _first_tag(text, pos, starts)
+        if tag is None:
+            return text[:cut], text[cut:], ""
+        at, name = tag
+        if name in THINK_CLOSE:
+            cut = pos = at + len(name)
+            continue
+        if name not in THINK_OPEN:
+            return text[:cut], text[cut:], ""  # a call marker: the rest is scanned as it is
+        close = _first_of(text, at + len(name), _THINK_ENDS)
+        if close is None:
+            return text[:cut], text[cut:at], text[at:]
+        k, closer = close
+        if closer in THINK_ENDERS:
+            return text[:k], text[k:], ""
+        cut = pos = k + len(closer)
+
+
+def _first_tag(text: str, pos: int, starts: re.Pattern[str] | None) -> tuple[int, str] | None:
+    """The first think tag or call marker at or after `pos` (each search stops at its first
+    hit, and the next starts past it: linear over the text)."""
+    tag = _first_of(text, pos, _THINK_TAGS)
+    m = starts.search(text, pos, tag[0] if tag else len(text)) if starts is not None else None
+    return (m.start(), m.group()) if m is not None else tag
+
+
+def _first_of(text: str, pos: int, tags: re.Pattern[str]) -> tuple[int, str] | None:
+    m = tags.search(text, pos)
+    return (m.start(), m.group()) if m is not None else None
 
 
 class Next:

@@ -24,13 +24,27 @@ from proxy.jsontext import compact
 from proxy.observe.events import HOLDBACK_RELEASED, Event
 from proxy.toolcalls.arguments import argument_event, repair_arguments
 from proxy.toolcalls.formats import FENCE, FENCE_INFO_MAX, triggers
-from proxy.toolcalls.recovery import build_calls, find_calls, recovered_event, tool_schemas
-from proxy.toolcalls.scan import END_TOKENS, THINK_CLOSE, THINK_OPEN, past_end_tokens, value_end
+from proxy.toolcalls.recovery import (
+    build_calls,
+    find_calls,
+    finish_after,
+    recovered_event,
+    tool_schemas,
+)
+from proxy.toolcalls.scan import (
+    END_TOKENS,
+    THINK_CLOSE,
+    THINK_ENDERS,
+    THINK_OPEN,
+    past_end_tokens,
+    value_end,
+)
 from proxy.toolcalls.spans import Schemas
 from proxy.toolcalls.values import bare_calls, json_calls
 
 _TEMPLATE_KEYS = ("id", "object", "created", "model", "system_fingerprint", "service_tier")
 _JUDGE_CHARS = frozenset("}])`>;")
+_THINK_ENDS = (*THINK_CLOSE, *THINK_ENDERS)
 # Keys a call object can open with (BEHAVIOUR 4.1's shapes and their common variants), besides a
 # declared tool's own name: a JSON reply whose first key is none of these is an answer, not a call.
 _FIRST_KEYS = frozenset({
@@ -85,7 +99,7 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
     marks = tuple(triggers(names)) if recover else ()
     # The fence is in the tags for the tail it may begin (a trailing "`" or "``"), so that a
     # fence split across chunks is still seen whole.
-    tags = [*marks, *THINK_OPEN, *THINK_CLOSE, *([FENCE] if recover else [])]
+    tags = [*marks, *THINK_OPEN, *_THINK_ENDS, *([FENCE] if recover else [])]
     watched = [*tags, FENCE]  # _release looks for a fence even where no tail may begin one
     beginnings = {t[:k] for t in tags for k in range(1, len(t))}
     return Markers(
@@ -352,11 +366,12 @@ class StreamToolProcessor:
         pos = 0
         while True:
             if state.in_think:
-                close = _first(held, THINK_CLOSE, pos)
+                close = _first(held, _THINK_ENDS, pos)
                 if close is None:
                     return held[: len(held) - self._overlap(held)]
                 state.in_think, state.at_tail_start, state.judged = False, True, -1
-                pos = close[0] + len(close[1])
+                # A call section that ends the block is the call's marker: read on from it.
+                pos = close[0] + (0 if close[1] in THINK_ENDERS else len(close[1]))
                 continue
             if state.at_tail_start:
                 if self._still_possible(state, held, pos):
@@ -554,10 +569,10 @@ class StreamToolProcessor:
             found = find_calls(sent + state.held, self._schemas, finish == "length")
             if found is not None and (found.content or "").startswith(sent):
                 text = (found.content or "")[len(sent) :]
-                calls, arg_events = build_calls(found.calls, finish)
+                calls, arg_events = build_calls(found.calls, finish, found.cut)
                 self.events.append(recovered_event(len(calls), found.format))
                 self.events.extend(arg_events)
-                finish = "tool_calls"
+                finish = finish_after(found)
         if calls and finish is None:
             # The upstream ended without a finish reason: the client still gets one (4.3).
             finish = "tool_calls"

@@ -277,7 +277,7 @@ async def test_truncated_final_call_whole_and_streamed(
             ("call_recovered_0", "get_time", {"tz": "UTC"}),
             ("call_recovered_1", "write_file", TRUNCATED_RAW_ARGS),
         ],
-        "tool_calls",
+        "length",  # the last call is cut off: the client is told the reply hit its ceiling
     )
     before = sample(lg, "latchgate_tool_arguments_repaired_total", outcome="truncated")
     fake.push(Json(completion(TRUNCATED.text, finish="length")))

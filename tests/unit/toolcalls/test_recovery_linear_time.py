@@ -57,8 +57,8 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> None:
     """Charge the finders' searches over the scanned text, and their regex scans, to the count."""
     split = recovery.split_think
 
-    def scanned(text: str) -> tuple[str, str, str]:
-        head, body, rest = split(text)
+    def scanned(text: str, starts: Any = None) -> tuple[str, str, str]:
+        head, body, rest = split(text, starts)
         return head, Scanned(body), rest
 
     monkeypatch.setattr(recovery, "split_think", scanned)

@@ -4,7 +4,8 @@ research section 13)."""
 
 from __future__ import annotations
 
-from proxy.toolcalls.recovery import find_calls, tool_schemas
+from proxy.observe.events import ARGUMENTS
+from proxy.toolcalls.recovery import find_calls, process_response, tool_schemas
 from tests.unit.toolcalls.whole_reply import TOOLS, run, stays_text
 
 # -- An unclosed value does not swallow the rest of the reply -------------------------------------
@@ -46,7 +47,8 @@ def test_nested_name_is_not_the_call_name() -> None:
 def test_value_runs_to_end_only_when_truncated() -> None:
     text = 'Sure.\n<tool_call>{"name": "search", "arguments": {"query": "long text'
     stays_text(text)
-    assert run(text, "length") == ("Sure.", [("search", '{"query": "long text')], "tool_calls")
+    # Cut off at the ceiling, the client is told so: "length", not "tool_calls" (issue 18).
+    assert run(text, "length") == ("Sure.", [("search", '{"query": "long text')], "length")
     schemas = tool_schemas(TOOLS)
     assert find_calls(text, schemas, truncated=False) is None
     found = find_calls(text, schemas)  # the default: a caller that does not know yet
@@ -56,10 +58,10 @@ def test_value_runs_to_end_only_when_truncated() -> None:
 def test_unclosed_harmony_and_function_json_need_truncation() -> None:
     harmony = '<|channel|>commentary to=functions.search json<|message|>{"query": "x'
     stays_text(harmony)
-    assert run(harmony, "length") == (None, [("search", '{"query": "x')], "tool_calls")
+    assert run(harmony, "length") == (None, [("search", '{"query": "x')], "length")
     function = '<function=search>{"query": "x'
     stays_text(function)
-    assert run(function, "length") == (None, [("search", '{"query": "x')], "tool_calls")
+    assert run(function, "length") == (None, [("search", '{"query": "x')], "length")
 
 
 def test_literal_marker_inside_argument_string_still_read() -> None:
@@ -96,5 +98,41 @@ def test_qwen_value_without_any_close_needs_truncation() -> None:
     assert run(text, "length") == (
         "Checking.",
         [("search", '{"query":"cats and dogs"}')],
-        "tool_calls",
+        "length",
     )
+
+
+# -- Cut off at the ceiling: "length" stays, and the cut call is flagged (issue 18) ------------
+
+
+def _outcomes(text: str, finish: str) -> tuple[str, list[str]]:
+    body = {"choices": [{"index": 0, "message": {"content": text}, "finish_reason": finish}]}
+    new, events = process_response(body, TOOLS)
+    assert new is not None
+    outcomes = [e.labels["outcome"] for e in events if e.kind == ARGUMENTS]
+    return new["choices"][0]["finish_reason"], outcomes
+
+
+def test_a_cut_off_xml_call_is_flagged_though_its_value_reads_whole() -> None:
+    # Typed parameters read as a complete object, but the reply stopped inside the call.
+    text = "<function=search>\n<parameter=query>\ncats and dogs"
+    assert _outcomes(text, "length") == ("length", ["truncated"])
+
+
+def test_complete_calls_at_the_ceiling_still_say_tool_calls() -> None:
+    # The reply stopped at its ceiling right after a closed call: nothing of it is cut.
+    text = '<tool_call>{"name": "search", "arguments": {"query": "x"}}</tool_call>'
+    assert _outcomes(text, "length") == ("tool_calls", [])
+
+
+def test_only_the_cut_call_is_flagged_among_several() -> None:
+    text = (
+        '<tool_call>{"name": "get_time", "arguments": {"tz": "UTC"}}</tool_call>\n'
+        '<tool_call>{"name": "search", "arguments": {"query": "long'
+    )
+    assert run(text, "length") == (
+        None,
+        [("get_time", '{"tz":"UTC"}'), ("search", '{"query": "long')],
+        "length",
+    )
+    assert _outcomes(text, "length") == ("length", ["truncated"])
