@@ -197,10 +197,11 @@ def _recovered_arguments(args: Any, repaired: bool, finish_reason: str | None) -
     return result.arguments, result.outcome
 
 
-def recovered_event(count: int, fmt: str) -> Event:
+def recovered_event(count: int, fmt: str, in_reasoning: bool = False) -> Event:
     """The TOOL_RECOVERED event for one reply."""
+    where = " in the reasoning" if in_reasoning else ""
     notice = (
-        f"Recovered {count} tool call{'s' if count != 1 else ''} written as text "
+        f"Recovered {count} tool call{'s' if count != 1 else ''} written as text{where} "
         f"({fmt}); the server's tool-call parser does not match the model's chat template."
     )
     return Event(TOOL_RECOVERED, notice, {"format": fmt}, count)
@@ -232,17 +233,37 @@ def _process_choice(choice: Any, schemas: Schemas, recover: bool, events: list[E
         if all(new is old for new, old in zip(calls, native, strict=True)):
             return choice
         return {**choice, "message": {**message, "tool_calls": calls}}
-    content = message.get("content")
-    if not recover or not isinstance(content, str):
+    if not recover:
         return choice
-    found = find_calls(content, schemas, finish == "length")
+    content = message.get("content")
+    text = content if isinstance(content, str) else None
+    in_reasoning = not (text or "").strip()
+    if in_reasoning:
+        text = reasoning_text(message)
+    found = find_calls(text, schemas, finish == "length") if text is not None else None
     if found is None:
         return choice
     calls, arg_events = build_calls(found.calls, finish, found.cut)
-    events.append(recovered_event(len(calls), found.format))
+    events.append(recovered_event(len(calls), found.format, in_reasoning))
     events.extend(arg_events)
-    new_message = {**message, "content": found.content, "tool_calls": calls}
+    # A call found in the reasoning leaves the reasoning as it was: a stream has sent it by
+    # the time the call is read, and the whole reply must agree with the stream.
+    new_content = content if in_reasoning else found.content
+    new_message = {**message, "content": new_content, "tool_calls": calls}
     return {**choice, "message": new_message, "finish_reason": finish_after(found)}
+
+
+REASONING_KEYS = ("reasoning_content", "reasoning")  # llama.cpp and DeepSeek; vLLM and Ollama
+
+
+def reasoning_text(message: dict[str, Any]) -> str | None:
+    """The reasoning of a message or delta whose content is empty, where a call may be written:
+    Qwen3.5 on vLLM sometimes writes its call inside the reasoning and no content at all."""
+    for key in REASONING_KEYS:
+        value = message.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
 
 
 def _repair_native(call: Any, finish: str | None, events: list[Event]) -> Any:

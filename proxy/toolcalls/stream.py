@@ -25,6 +25,8 @@ from proxy.observe.events import HOLDBACK_RELEASED, Event
 from proxy.toolcalls.arguments import argument_event, repair_arguments
 from proxy.toolcalls.formats import FENCE, FENCE_INFO_MAX, triggers
 from proxy.toolcalls.recovery import (
+    REASONING_KEYS,
+    Found,
     build_calls,
     find_calls,
     finish_after,
@@ -138,6 +140,11 @@ class _Choice:
     given_up: bool = False
     native: list[_Call] = field(default_factory=list)
     finished: bool = False
+    # The reasoning deltas, up to the hold-back limit (None past it): a call written there
+    # while the content stays empty is read when the choice finishes.
+    reasoning: list[str] | None = field(default_factory=list)
+    reasoning_size: int = 0
+    in_reasoning: Found | None = None  # the calls found there, once the choice finishes
 
 
 class StreamToolProcessor:
@@ -297,8 +304,10 @@ class StreamToolProcessor:
         if isinstance(content, str) and content and not state.given_up:
             text_out = self._push_text(state, content)
             changed = changed or text_out != content
+        if self._recover and state.reasoning is not None:
+            self._keep_reasoning(state, delta)
         finish = choice.get("finish_reason")
-        needs_final = finish is not None and self._needs_final(state)
+        needs_final = finish is not None and self._needs_final(state, finish)
         if not changed and not needs_final:
             if finish is not None:
                 state.finished = True
@@ -330,8 +339,33 @@ class StreamToolProcessor:
             state.finished = True
         return out
 
-    def _needs_final(self, state: _Choice) -> bool:
-        return bool(state.held or state.native)
+    def _needs_final(self, state: _Choice, finish: Any) -> bool:
+        if state.held or state.native:
+            return True
+        if self._reasoning_may_call(state):
+            # Only a call found there changes the end; a reasoning reply without one ends as
+            # it came (its finish chunk is not rebuilt).
+            state.in_reasoning = self._find_in_reasoning(state, finish)
+            return state.in_reasoning is not None
+        return False
+
+    def _keep_reasoning(self, state: _Choice, delta: dict[str, Any]) -> None:
+        text = next((delta[k] for k in REASONING_KEYS if isinstance(delta.get(k), str)), "")
+        if text and state.reasoning is not None:
+            state.reasoning_size += len(text)
+            state.reasoning.append(text)
+            if state.reasoning_size > self._limit:
+                state.reasoning = None  # like held text past the limit: no longer judged
+
+    def _reasoning_may_call(self, state: _Choice) -> bool:
+        """Whether the choice's calls may be in its reasoning: there is some, and no content."""
+        return (
+            self._recover
+            and bool(state.reasoning)
+            and not state.given_up
+            and not state.held.strip()
+            and not "".join(state.released).strip()
+        )
 
     def _push_text(self, state: _Choice, delta: str) -> str:
         state.held += delta
@@ -564,6 +598,8 @@ class StreamToolProcessor:
         text = state.held
         if state.native:
             calls = self._native_calls(state, finish)
+        elif state.in_reasoning is not None or self._reasoning_may_call(state):
+            calls, finish = self._reasoning_calls(state, finish)
         elif state.held and self._recover and not state.given_up:
             sent = "".join(state.released)
             found = find_calls(sent + state.held, self._schemas, finish == "length")
@@ -588,6 +624,21 @@ class StreamToolProcessor:
                 final["usage"] = usage
             out.append(final)
         return out
+
+    def _reasoning_calls(
+        self, state: _Choice, finish: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """The calls written in a choice's reasoning (its content empty), as a whole reply's."""
+        found = state.in_reasoning or self._find_in_reasoning(state, finish)
+        if found is None:
+            return [], finish
+        calls, arg_events = build_calls(found.calls, finish, found.cut)
+        self.events.append(recovered_event(len(calls), found.format, in_reasoning=True))
+        self.events.extend(arg_events)
+        return calls, finish_after(found)
+
+    def _find_in_reasoning(self, state: _Choice, finish: Any) -> Found | None:
+        return find_calls("".join(state.reasoning or ()), self._schemas, finish == "length")
 
     def _native_calls(self, state: _Choice, finish: str | None) -> list[dict[str, Any]]:
         ordered = sorted(

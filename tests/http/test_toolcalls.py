@@ -728,3 +728,60 @@ async def test_recovered_counter_by_format(fake: FakeUpstream, lg: Running, api:
     await api.chat.completions.create(model=MODEL, messages=MSG, tools=TOOLS)
     assert (recovered("hermes"), recovered("mistral")) == (3.0, 1.0)
     assert sample(lg, "latchgate_tool_arguments_repaired_total", outcome="repaired") == 1.0
+
+
+# -- a call written in the reasoning, the content empty (issue 18) -----------------------------
+
+# Qwen3.5 on vLLM: the model skipped `</think>`, so its XML call lands in the reasoning field.
+QWEN_CALL = (
+    "<tool_call>\n<function=get_time>\n<parameter=tz>\nUTC\n</parameter>\n</function>\n</tool_call>"
+)
+REASONING = "The user wants the time in UTC. I'll call get_time.\n\n" + QWEN_CALL
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+async def test_a_call_in_the_reasoning_with_no_content_is_recovered(
+    key: str, fake: FakeUpstream, lg: Running, api: Any
+) -> None:
+    want: Result = (None, [("call_recovered_0", "get_time", {"tz": "UTC"})], "tool_calls")
+    message = {"role": "assistant", "content": None, key: REASONING}
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    body = {**completion(""), "choices": [choice]}
+    fake.push(Json(body))
+    got, notices = await whole(api, TOOLS)
+    assert got == want
+    assert any("written as text in the reasoning (qwen3_coder)" in n for n in notices)
+
+    pieces = [REASONING[k : k + 9] for k in range(0, len(REASONING), 9)]
+    events = [chunk({"role": "assistant", "content": None})]
+    events += [chunk({key: p}) for p in pieces] + [chunk({}, "stop"), "[DONE]"]
+    fake.push(Stream(events, split=5))
+    stream = await api.chat.completions.create(model=MODEL, messages=MSG, tools=TOOLS, stream=True)
+    chunks = [c async for c in stream]
+    assert accumulate(chunks) == want
+    # The reasoning itself reaches the client whole, as it came.
+    sent = "".join(
+        (getattr(ch.delta, key, None) or "") for c in chunks for ch in c.choices
+    )
+    assert sent == REASONING
+
+
+async def test_reasoning_with_content_is_not_searched_for_calls(
+    fake: FakeUpstream, lg: Running, api: Any
+) -> None:
+    # The model thought about a call and then answered: the answer stands.
+    message = {"role": "assistant", "content": "It is noon.", "reasoning_content": REASONING}
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    body = {**completion(""), "choices": [choice]}
+    fake.push(Json(body))
+    assert (await whole(api, TOOLS))[0] == ("It is noon.", [], "stop")
+    events = [
+        chunk({"role": "assistant", "content": None}),
+        chunk({"reasoning_content": REASONING}),
+        chunk({"content": "It is noon."}),
+        chunk({}, "stop"),
+        "[DONE]",
+    ]
+    fake.push(Stream(events))
+    stream = await api.chat.completions.create(model=MODEL, messages=MSG, tools=TOOLS, stream=True)
+    assert accumulate([c async for c in stream]) == ("It is noon.", [], "stop")
