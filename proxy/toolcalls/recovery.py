@@ -23,8 +23,8 @@ import orjson
 from proxy.jsontext import compact
 from proxy.observe.events import TOOL_RECOVERED, Event
 from proxy.toolcalls.arguments import OK, REPAIRED, TRUNCATED, argument_event, repair_arguments
-from proxy.toolcalls.formats import FALLBACK, FAMILIES, FENCE, triggers
-from proxy.toolcalls.scan import END_RUN_AT_END, END_TOKENS, past_end_tokens, skip, split_think
+from proxy.toolcalls.formats import CLOSERS, FALLBACK, FAMILIES, FENCE, triggers
+from proxy.toolcalls.scan import END_TOKENS, skip, split_think
 from proxy.toolcalls.spans import Ctx, RawCall, Schemas, Span
 
 RECOVERED_PREFIX = "call_recovered_"  # the ids of recovered calls: call_recovered_0, ...
@@ -118,20 +118,29 @@ def finish_after(found: Found) -> str:
     return "length" if found.cut else "tool_calls"
 
 
+# What a template leaves after a call: end-of-turn tokens, and closing tags whose opening tag a
+# server stripped (Qwen3-Coder's `</tool_call>` after `</function>`, a doubled `</tool_call>`).
+_LEFT_OVER = (*END_TOKENS, *CLOSERS)
+_LEFT_RUN = re.compile(r"(?:\s*(?:" + "|".join(map(re.escape, _LEFT_OVER)) + "))+")
+_LEFT_RUN_AT_END = re.compile(_LEFT_RUN.pattern + r"\s*\Z")
+
+
 def _with_end_tokens(scan: str, spans: list[Span]) -> list[Span]:
-    """Spans widened over the end-of-turn tokens right after each, and over those ending the
-    reply: they are the template's, not the model's words, and a client shows them as text."""
+    """Spans widened over the end-of-turn tokens and stray closing tags right after each, and
+    over those ending the reply: they are the template's, not the model's words, and a client
+    shows them as text."""
     out: list[Span] = []
     for k, sp in enumerate(spans):
         limit = spans[k + 1].start if k + 1 < len(spans) else len(scan)
-        end = past_end_tokens(scan, sp.end, limit)
+        m = _LEFT_RUN.match(scan, sp.end, limit)
+        end = m.end() if m else sp.end
         out.append(Span(sp.start, end, sp.calls, sp.format) if end != sp.end else sp)
     k = len(scan)
     while k > out[-1].end and scan[k - 1].isspace():
         k -= 1
-    if not scan.endswith(END_TOKENS, out[-1].end, k):
+    if not scan.endswith(_LEFT_OVER, out[-1].end, k):
         return out  # the common case, decided without a regex search over the tail
-    tail = END_RUN_AT_END.search(scan, out[-1].end)
+    tail = _LEFT_RUN_AT_END.search(scan, out[-1].end)
     if tail is not None and tail.start() > out[-1].end:
         # Text after the last call, then the tokens: an empty span eats them.
         out.append(Span(tail.start(), len(scan), [], out[-1].format))

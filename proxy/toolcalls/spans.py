@@ -41,13 +41,16 @@ class Family:
     `find` returns the family's spans in a reply's scanned text. `markers` are the literal
     strings a call of the family starts with; `named` are marker templates in which `NAME`
     stands for each declared tool's name (`call:NAME{`). The stream holds text from a marker
-    on, and a whole reply with none of any family's markers skips every finder.
+    on, and a whole reply with none of any family's markers skips every finder. `closers` are
+    the family's closing tags: one left over next to a recovered call (a stray `</tool_call>`
+    whose opening tag the server ate) goes with the call, not into the content.
     """
 
     name: str
     find: Finder
     markers: tuple[str, ...] = ()
     named: tuple[str, ...] = ()
+    closers: tuple[str, ...] = ()
 
     def triggers(self, names: Iterable[str]) -> list[str]:
         """This family's markers for tools named `names`."""

@@ -23,6 +23,8 @@ FAMILIES: tuple[Family, ...] = (
     harmony.FAMILY,
     gemma.FAMILY,
 )
+# Closing tags of every family: one left next to a recovered call goes with it.
+CLOSERS = tuple(dict.fromkeys(c for family in FAMILIES for c in family.closers))
 FALLBACK = bare.find
 FENCE = bare.FENCE
 FENCE_INFO_MAX = bare.FENCE_INFO_MAX

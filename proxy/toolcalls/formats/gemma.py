@@ -75,4 +75,10 @@ def _gemma_args(s: str, i: int, limit: int) -> tuple[Any, int, bool]:
     return "".join(out), limit, False
 
 
-FAMILY = Family("functiongemma", _gemma, markers=tuple(o for o, _ in _GEMMA), named=("call:NAME{",))
+FAMILY = Family(
+    "functiongemma",
+    _gemma,
+    markers=tuple(o for o, _ in _GEMMA),
+    named=("call:NAME{",),
+    closers=tuple(c for _, c in _GEMMA),
+)

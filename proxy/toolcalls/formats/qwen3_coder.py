@@ -120,4 +120,6 @@ def _functions(s: str, ctx: Ctx) -> list[Span]:
     return spans
 
 
-FAMILY = Family("qwen3_coder", _functions, markers=("<function=",))
+FAMILY = Family(
+    "qwen3_coder", _functions, markers=("<function=",), closers=("</function>", "</tool_call>")
+)

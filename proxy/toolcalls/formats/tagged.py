@@ -91,7 +91,7 @@ def _finder(open_: str, close: str | None, fmt: str) -> Family:
     def find(s: str, ctx: Ctx) -> list[Span]:
         return _tagged(s, ctx, open_, close, fmt)
 
-    return Family(fmt, find, markers=(open_,))
+    return Family(fmt, find, markers=(open_,), closers=(close,) if close else ())
 
 
 # One family a tag: the best of all finders is the one whose first call starts earliest.
