@@ -70,7 +70,7 @@ def _lines(s: str, i: int, ctx: Ctx, scan: Scan) -> tuple[list[Item], int]:
     close = scan.close_at(i)
     bound = close if close >= 0 else scan.limit(i)
     while i < bound:
-        m = _HEAD.match(s, i)
+        m = _HEAD.match(s, i, bound)
         end = scan.value(m.end() - 1) if m else None
         if m and end is None and close < 0:
             cut = _cut_off(s, i, ctx, scan)

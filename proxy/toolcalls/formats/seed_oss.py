@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from proxy.toolcalls.formats.blocks import Item, past_tokens, wrapped_spans
 from proxy.toolcalls.formats.qwen3_coder import function_tag
-from proxy.toolcalls.scan import Scan, skip
+from proxy.toolcalls.scan import Next, Scan, skip
 from proxy.toolcalls.spans import Ctx, Family, Span
 
 OPEN, CLOSE = "<seed:tool_call>", "</seed:tool_call>"
@@ -35,8 +35,7 @@ def _find(s: str, ctx: Ctx) -> list[Span]:
     p = s.find(OPEN)
     if p < 0:
         return spans
-    # Bounded by the next `<function=`, as qwen3_coder's own finder is: linear in the text.
-    scan = Scan(s, FUNCTION, "</function>")
+    scan = _Bounded(s)
     while p >= 0:
         found, end = _block(s, p, ctx, scan)
         spans.extend(found)
@@ -61,6 +60,20 @@ def _block(s: str, p: int, ctx: Ctx, scan: Scan) -> tuple[list[Span], int]:
         i += len(CLOSE)
     end = past_tokens(s, i, END_TOKENS)
     return wrapped_spans(p, items, end, "seed_oss", ctx), end
+
+
+class _Bounded(Scan):
+    """A function's scans end at the next `<function=` (as qwen3_coder's own finder's do, which
+    keeps them linear) or at the next wrapper, whichever comes first: a parameter that never
+    closes does not take the next `<seed:tool_call>` into its value."""
+
+    def __init__(self, s: str) -> None:
+        super().__init__(s, FUNCTION, "</function>")
+        self._wrapper = Next(lambda p: s.find(OPEN, p))
+
+    def limit(self, i: int) -> int:
+        nxt = self._wrapper.at(i + 1)
+        return super().limit(i) if nxt < 0 else min(super().limit(i), nxt)
 
 
 FAMILY = Family("seed_oss", _find, markers=(OPEN,))
