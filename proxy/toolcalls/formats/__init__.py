@@ -11,7 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from proxy.toolcalls.formats import bare, deepseek, gemma, harmony, mistral, qwen3_coder, tagged
+from proxy.toolcalls.formats import (
+    apertus,
+    bare,
+    deepseek,
+    gemma,
+    harmony,
+    mistral,
+    olmo3,
+    qwen3_coder,
+    seed_oss,
+    tagged,
+)
 from proxy.toolcalls.spans import Family
 
 # The order breaks ties between finders whose first calls start at the same place.
@@ -22,6 +33,9 @@ FAMILIES: tuple[Family, ...] = (
     deepseek.FAMILY,
     harmony.FAMILY,
     gemma.FAMILY,
+    olmo3.FAMILY,
+    apertus.FAMILY,
+    seed_oss.FAMILY,
 )
 # Closing tags of every family: one left next to a recovered call goes with it.
 CLOSERS = tuple(dict.fromkeys(c for family in FAMILIES for c in family.closers))

@@ -34,6 +34,8 @@ _TAGGED: list[tuple[str, str | None, str]] = [
     ("<|python_start|>", "<|python_end|>", "llama3"),
     # The `[` is part of the marker: the word "functools" alone is prose about Python.
     ("functools[", None, "functools"),
+    # InternLM2 / 2.5: one `{"name", "parameters"}` object an action (vLLM internlm2 parser).
+    ("<|action_start|><|plugin|>", "<|action_end|>", "internlm2"),
 ]
 
 
