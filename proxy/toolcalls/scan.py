@@ -12,9 +12,10 @@ import re
 from collections.abc import Callable
 
 # Reasoning blocks, whose text is never a call: `<think>` (Qwen3, DeepSeek R1, GLM, Kimi...),
-# Magistral's `[THINK]`, Seed-OSS's `<seed:think>`, Command R7B/A's `<|START_THINKING|>`.
-THINK_CLOSE = ("</think>", "[/THINK]", "</seed:think>", "<|END_THINKING|>")
-THINK_OPEN = ("<think>", "[THINK]", "<seed:think>", "<|START_THINKING|>")
+# Magistral's `[THINK]`, Seed-OSS's `<seed:think>`, Command R7B/A's `<|START_THINKING|>`,
+# Apertus' `<|inner_prefix|>`.
+THINK_CLOSE = ("</think>", "[/THINK]", "</seed:think>", "<|END_THINKING|>", "<|inner_suffix|>")
+THINK_OPEN = ("<think>", "[THINK]", "<seed:think>", "<|START_THINKING|>", "<|inner_prefix|>")
 # Tool-call sections that end an open think block: Kimi K2 (Thinking) may begin its calls with
 # no `</think>` before them (the reasoning parsers of vLLM and SGLang end reasoning there).
 THINK_ENDERS = ("<|tool_calls_section_begin|>",)
@@ -183,12 +184,12 @@ class Scan:
 # <|eot_id|>, Llama 4 with <|eom|>/<|eot|>; Mistral </s>; ChatML (Qwen, Hermes, Kimi, LFM2)
 # <|im_end|>; harmony <|end|>, <|return|>, <|call|>; DeepSeek <｜end▁of▁sentence｜>; Gemma
 # <end_of_turn>, FunctionGemma <start_function_response>; GLM <|observation|>; Granite and
-# Llama <|end_of_text|>, Qwen <|endoftext|>; Command R <|END_OF_TURN_TOKEN|>.
+# Llama <|end_of_text|>, Qwen <|endoftext|>; Command R <|END_OF_TURN_TOKEN|>; Ling <|role_end|>.
 END_TOKENS = (
     "<|eom_id|>", "<|eot_id|>", "<|eom|>", "<|eot|>", "</s>", "<|im_end|>", "<|end|>",
     "<|return|>", "<|call|>", "<｜end▁of▁sentence｜>", "<end_of_turn>",
     "<start_function_response>", "<|observation|>", "<|end_of_text|>", "<|endoftext|>",
-    "<|END_OF_TURN_TOKEN|>",
+    "<|END_OF_TURN_TOKEN|>", "<|role_end|>",
 )  # fmt: skip
 _END_RUN = re.compile(r"(?:\s*(?:" + "|".join(re.escape(t) for t in END_TOKENS) + "))+")
 END_RUN_AT_END = re.compile(_END_RUN.pattern + r"\s*\Z")

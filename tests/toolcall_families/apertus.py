@@ -63,4 +63,8 @@ CASES: list[Case] = [
          '<|tools_prefix|>[{"get_time": {}, "search": {}}]<|tools_suffix|>',
          '<|tools_prefix|>[{"get_time": {}, "search": {}}]<|tools_suffix|>', [], None,
          source=OLLAMA),
+    Case("apertus_inner_think_block",
+         '<|inner_prefix|>I could call <|tools_prefix|>[{"get_time": {"tz": "UTC"}}]'
+         '<|tools_suffix|><|inner_suffix|>It is noon.',
+         None, [], None, source="Apertus chat template: reasoning in <|inner_prefix|>..."),
 ]

@@ -36,4 +36,8 @@ CASES: list[Case] = [
          "</tool_call>",
          "<tool_call>book_flight\n<arg_key>to</arg_key>\n<arg_value>NYC</arg_value>\n"
          "</tool_call>", [], None, source=SRC),
+    Case("ling_role_end_after_call",
+         "<tool_call>get_time\n<arg_key>tz</arg_key>\n<arg_value>UTC</arg_value>\n</tool_call>"
+         "<|role_end|>", None, [("get_time", {"tz": "UTC"})], "glm",
+         source="Ling 3.0 chat template: a turn ends with <|role_end|>"),
 ]

@@ -3,17 +3,14 @@ cut off by max_tokens, what a truncated call becomes, and linear time on adversa
 
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 from collections.abc import Callable
 
 import pytest
 
 from proxy.observe.events import ARGUMENTS
-from proxy.toolcalls import formats, recovery, scan, values
 from proxy.toolcalls.recovery import process_response, recover
-from tests.steps import Scanned, counting_patterns, growth
+from tests.steps import growth
 from tests.unit.toolcalls.whole_reply import TOOLS, run, stays_text
 
 WEATHER_CUT = {
@@ -34,7 +31,7 @@ def test_a_cut_off_call_is_a_call_when_the_reply_was_truncated(fmt: str) -> None
     content, calls, finish = run("Checking. " + WEATHER_CUT[fmt], "length")
     assert content == "Checking."
     assert [name for name, _ in calls] == ["get_weather"]
-    assert finish == "tool_calls"
+    assert finish == "length"  # the call is cut off: the client is told the reply hit its ceiling
 
 
 def _events(text: str, finish: str) -> list[str]:
@@ -116,31 +113,6 @@ ADVERSARIAL = [
     "<seed:tool_call><function=",
     "<|action_start|><|plugin|>{ ",
 ]
-MODULES = [
-    recovery,
-    scan,
-    values,
-    *(
-        importlib.import_module(f"{formats.__name__}.{m.name}")
-        for m in pkgutil.iter_modules(formats.__path__)
-    ),
-]
-
-
-@pytest.fixture
-def counted(monkeypatch: pytest.MonkeyPatch) -> None:
-    split = recovery.split_think
-
-    def scanned(text: str) -> tuple[str, str, str]:
-        head, body, rest = split(text)
-        return head, Scanned(body), rest
-
-    monkeypatch.setattr(recovery, "split_think", scanned)
-    for module in MODULES:
-        for name, pattern in counting_patterns(module).items():
-            monkeypatch.setattr(module, name, pattern)
-
-
 def _repeated(unit: str, finish: str) -> Callable[[int], Callable[[], object]]:
     def make(size: int) -> Callable[[], object]:
         text = unit * (size // len(unit) + 1)

@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from proxy.toolcalls import formats, recovery, scan, values
-from tests.steps import Scanned, counting_patterns, growth
+from proxy.toolcalls import scan
+from tests.steps import growth
 from tests.unit.toolcalls.whole_reply import run
 
 # Steps are counted, not timed (tests/steps.py): a 0.5 s limit failed on a loaded 2-core machine
@@ -37,34 +35,6 @@ ADVERSARIAL = [
     "functools[{ ",
     "<｜tool▁call▁begin｜>search<｜tool▁sep｜>{ ",
 ]
-
-
-# Every module whose top-level patterns a finder scans with: each format family's, and the
-# shared scanners'.
-MODULES = [
-    recovery,
-    scan,
-    values,
-    *(
-        importlib.import_module(f"{formats.__name__}.{m.name}")
-        for m in pkgutil.iter_modules(formats.__path__)
-    ),
-]
-
-
-@pytest.fixture
-def counted(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Charge the finders' searches over the scanned text, and their regex scans, to the count."""
-    split = recovery.split_think
-
-    def scanned(text: str, starts: Any = None) -> tuple[str, str, str]:
-        head, body, rest = split(text, starts)
-        return head, Scanned(body), rest
-
-    monkeypatch.setattr(recovery, "split_think", scanned)
-    for module in MODULES:
-        for name, pattern in counting_patterns(module).items():
-            monkeypatch.setattr(module, name, pattern)
 
 
 def _repeated(unit: str, finish: str) -> Callable[[int], Callable[[], object]]:
