@@ -11,17 +11,32 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from proxy.toolcalls.formats import bare, deepseek, gemma, harmony, mistral, qwen3_coder, tagged
+from proxy.toolcalls.formats import (
+    bare,
+    command_r,
+    deepseek,
+    gemma,
+    harmony,
+    hunyuan,
+    kimi,
+    mistral,
+    qwen3_coder,
+    tagged,
+)
 from proxy.toolcalls.spans import Family
 
 # The order breaks ties between finders whose first calls start at the same place.
 FAMILIES: tuple[Family, ...] = (
+    hunyuan.FAMILY,  # before tagged.py's `<tool_calls>`: it reads the same list call by call
     *tagged.FAMILIES,
     qwen3_coder.FAMILY,
     mistral.FAMILY,
     deepseek.FAMILY,
     harmony.FAMILY,
     gemma.FAMILY,
+    kimi.FAMILY,
+    kimi.FAMILY_K3,
+    command_r.FAMILY,
 )
 FALLBACK = bare.find
 FENCE = bare.FENCE
