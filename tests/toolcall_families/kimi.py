@@ -8,7 +8,8 @@ from typing import Any
 from tests.toolcall_case import ONE, PROSE, THINK, TWO, Call, Case, j
 
 K2_TEMPLATE = "llama.cpp models/templates/moonshotai-Kimi-K2.jinja, Kimi-K2-Thinking.jinja"
-K2_PARSER = "vLLM vllm/tool_parsers/kimi_k2_tool_parser.py, tests/tool_parsers/test_kimi_k2_tool_parser.py"
+K2_PARSER = ("vLLM vllm/tool_parsers/kimi_k2_tool_parser.py, "
+             "tests/tool_parsers/test_kimi_k2_tool_parser.py")
 K3 = "llama.cpp models/templates/Kimi-K3.jinja; vLLM vllm/tool_parsers/kimi_k3_tool_parser.py"
 
 BEGIN, END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
@@ -44,7 +45,8 @@ def k3(calls: list[Call], response: str = "") -> str:
 
 NESTED: Call = ("run", {"cmd": 'echo "hi"\nls -la', "opts": {"env": {"A": "1"}, "n": [1, 2]},
                         "force": True})
-CUT = BEGIN + '<|tool_call_begin|>functions.write_file:0<|tool_call_argument_begin|>{"path": "a", "content": "lo'
+CUT = (BEGIN + "<|tool_call_begin|>functions.write_file:0<|tool_call_argument_begin|>"
+       '{"path": "a", "content": "lo')
 
 CASES: list[Case] = [
     Case("kimi_k2_one", k2(ONE) + "<|im_end|>", None, ONE, "kimi_k2", source=K2_TEMPLATE),

@@ -29,6 +29,7 @@ _CALLS_END = re.compile(
     rf"\s*<{_BAR}tool{_DS}calls{_DS}end{_BAR}>(?:\s*<{_BAR}end{_DS}of{_DS}sentence{_BAR}>)?"
 )
 _SEP = rf"<{_BAR}tool{_DS}sep{_BAR}>"
+_MARK_MAX = 40  # longer than any block marker, `<|tool\\_calls\\_begin|>` included
 _CALL = re.compile(
     rf"<{_BAR}tool{_DS}call{_DS}begin{_BAR}>(?:(function){_SEP}([^\n]+)\n```(?:json)?\s*"
     rf"|([^<\n]+?){_SEP}\s*)"
@@ -74,16 +75,18 @@ def _deepseek(s: str, ctx: Ctx) -> list[Span]:
 
 def _block(s: str, p: int, ctx: Ctx, bounded: _Bounded, pieces: list[Piece]) -> int:
     i = p
-    if (b := _CALLS_BEGIN.match(s, p)) is not None:
+    # Every match is bounded: a marker is short, and a call's header ends before the next one.
+    if (b := _CALLS_BEGIN.match(s, p, p + _MARK_MAX)) is not None:
         i = skip(s, b.end())
         pieces.append(wrapper(p, i))
-    while (c := _CALL.match(s, i)) is not None:
+    while (c := _CALL.match(s, i, bounded.limit(i))) is not None:
         piece = _call(s, c, ctx, bounded)
         if piece is None:
             break
         pieces.append(piece)
         i = skip(s, piece[1])
-    if (e := _CALLS_END.match(s, i)) is not None and len(pieces) > (b is not None):
+    e = _CALLS_END.match(s, i, i + 3 * _MARK_MAX)
+    if e is not None and len(pieces) > (b is not None):
         pieces.append(wrapper(i, e.end()))
         i = e.end()
     return i
@@ -95,7 +98,7 @@ def _call(s: str, c: re.Match[str], ctx: Ctx, bounded: _Bounded) -> Piece | None
     j = c.end()
     end = bounded.value(j) if j < len(s) and s[j] in "{[" else None
     if end is not None:
-        ce = _CALL_END.match(s, end)
+        ce = _CALL_END.match(s, end, bounded.limit(end))
         return call_piece(c.start(), ce.end() if ce else end, name, s[j:end])
     limit = bounded.limit(j)
     # Arguments that are not one value closed by the call's end marker: the piece ends there

@@ -23,7 +23,7 @@ from proxy.toolcalls.spans import Ctx, Family, Span
 _OPEN = "<tool_calls>"
 _CLOSE = "</tool_calls>"
 _ANSWER = re.compile(r"<answer>\n?\Z")
-_ANSWER_END = re.compile(r"\s*</answer>")
+_ANSWER_END = "</answer>"
 _LABEL = "tool_calls_tag"
 
 
@@ -51,8 +51,8 @@ def _block(s: str, p: int, ctx: Ctx, scan: Scan, pieces: list[Piece]) -> int:
     k = skip(s, end)
     if s.startswith(_CLOSE, k):
         k += len(_CLOSE)
-        if answer and (m := _ANSWER_END.match(s, k)):
-            k = m.end()
+        if answer and s.startswith(_ANSWER_END, e := skip(s, k)):
+            k = e + len(_ANSWER_END)
         pieces.append(wrapper(end, k))
         return k
     return end

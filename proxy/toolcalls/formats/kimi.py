@@ -86,7 +86,7 @@ def _k2_block(s: str, p: int, ctx: Ctx, scan: Scan, pieces: list[Piece]) -> int:
 
 def _k2_call(s: str, i: int, ctx: Ctx, scan: Scan) -> Piece | None:
     """One `<|tool_call_begin|>` call at s[i]; None when it does not close (or is no call)."""
-    m = _ID.match(s, i + len(_CALL))
+    m = _ID.match(s, i + len(_CALL), scan.limit(i))
     if m is None:
         return None
     name = _name(m.group(1), ctx.schemas)
@@ -139,7 +139,14 @@ def _k3(s: str, ctx: Ctx) -> list[Span]:
     return spans
 
 
-_K3_CLOSES = ("<|close|>argument<|sep|>", "<|close|>json<|sep|>", _CALL_CLOSE)
+_SEP = "<|sep|>"
+_K3_CLOSES = ("<|close|>argument<|sep|>", "<|close|>json<|sep|>", _CALL_CLOSE, _SEP)
+
+
+def _tag_end(s: str, i: int, closes: dict[str, Next]) -> int:
+    """Where an opening tag at s[i] must end: its `<|sep|>` (a match looks no further)."""
+    k = closes[_SEP].at(i)
+    return len(s) if k < 0 else k + len(_SEP)
 
 
 def _k3_block(
@@ -147,14 +154,14 @@ def _k3_block(
 ) -> int:
     i = skip(s, p + len(_TOOLS))
     pieces.append(wrapper(start, i))
-    while (m := _CALL_OPEN.match(s, i)) is not None:
+    while (m := _CALL_OPEN.match(s, i, _tag_end(s, i, closes))) is not None:
         name = _attrs(m.group(1)).get("tool", "")
         piece = _k3_call(s, m, name, ctx, closes)
         if piece is None:
             break
         pieces.append(piece)
         i = skip(s, piece[1])
-    if (e := _TOOLS_END.match(s, i)) is not None and len(pieces) > 1:
+    if (e := _TOOLS_END.match(s, i, i + 120)) is not None and len(pieces) > 1:
         pieces.append(wrapper(i, e.end()))
         i = e.end()
     return i
@@ -167,7 +174,7 @@ def _k3_call(
     args: dict[str, object] = {}
     props = _props(ctx.schemas, name)
     i = skip(s, m.end())
-    while (a := _ARG_OPEN.match(s, i)) is not None:
+    while (a := _ARG_OPEN.match(s, i, _tag_end(s, i, closes))) is not None:
         kind, attrs = a.group(1), _attrs(a.group(2))
         close = f"<|close|>{kind}<|sep|>"
         c = closes[close].at(a.end())
