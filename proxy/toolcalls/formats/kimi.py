@@ -173,6 +173,7 @@ def _k3_call(
     """One `<|open|>call ...<|sep|>` block; None when it does not close (unless cut off)."""
     args: dict[str, object] = {}
     props = _props(ctx.schemas, name)
+    readable = True  # an unreadable json block makes the call text, read to its end all the same
     i = skip(s, m.end())
     while (a := _ARG_OPEN.match(s, i, _tag_end(s, i, closes))) is not None:
         kind, attrs = a.group(1), _attrs(a.group(2))
@@ -183,9 +184,8 @@ def _k3_call(
         raw = s[a.end() : c]
         if kind == "json":
             value, _ = parse_object(raw)
-            if value is None:
-                return (m.start(), c + len(close), None)
-            args.update(value)
+            readable = readable and value is not None
+            args.update(value or {})
         else:
             key = attrs.get("key", "")
             args[key] = _k3_value(raw, attrs.get("type", "string"), props.get(key))
@@ -193,7 +193,7 @@ def _k3_call(
     if not s.startswith(_CALL_CLOSE, i):
         return _k3_cut(s, m.start(), name, args, ctx) if i >= len(s) else None
     call: RawCall = (name, args, False)
-    return (m.start(), i + len(_CALL_CLOSE), [call])
+    return (m.start(), i + len(_CALL_CLOSE), [call] if readable else None)
 
 
 def _k3_value(raw: str, kind: str, prop: object) -> object:
