@@ -14,9 +14,12 @@ from collections.abc import Iterable
 from proxy.toolcalls.formats import (
     apertus,
     bare,
+    command_r,
     deepseek,
     gemma,
     harmony,
+    hunyuan,
+    kimi,
     mistral,
     olmo3,
     qwen3_coder,
@@ -27,6 +30,7 @@ from proxy.toolcalls.spans import Family
 
 # The order breaks ties between finders whose first calls start at the same place.
 FAMILIES: tuple[Family, ...] = (
+    hunyuan.FAMILY,  # before tagged.py's `<tool_calls>`: it reads the same list call by call
     *tagged.FAMILIES,
     qwen3_coder.FAMILY,
     mistral.FAMILY,
@@ -36,6 +40,9 @@ FAMILIES: tuple[Family, ...] = (
     olmo3.FAMILY,
     apertus.FAMILY,
     seed_oss.FAMILY,
+    kimi.FAMILY,
+    kimi.FAMILY_K3,
+    command_r.FAMILY,
 )
 # Closing tags of every family: one left next to a recovered call goes with it.
 CLOSERS = tuple(dict.fromkeys(c for family in FAMILIES for c in family.closers))
