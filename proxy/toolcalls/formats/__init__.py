@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from proxy.toolcalls.formats import bare, deepseek, gemma, harmony, mistral, qwen3_coder, tagged
+from proxy.toolcalls.formats import (
+    bare,
+    deepseek,
+    functionary,
+    gemma,
+    harmony,
+    mistral,
+    qwen3_coder,
+    tagged,
+)
 from proxy.toolcalls.spans import Family
 
 # The order breaks ties between finders whose first calls start at the same place.
@@ -22,6 +31,7 @@ FAMILIES: tuple[Family, ...] = (
     deepseek.FAMILY,
     harmony.FAMILY,
     gemma.FAMILY,
+    functionary.FAMILY,
 )
 FALLBACK = bare.find
 FENCE = bare.FENCE
