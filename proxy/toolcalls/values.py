@@ -10,6 +10,8 @@ calls (`pythonic_calls`), or XML-style parameters whose text is typed by the sch
 from __future__ import annotations
 
 import ast
+import math
+import re
 from typing import Any
 
 from proxy.jsontext import compact
@@ -227,52 +229,163 @@ def _pythonic_call(node: ast.expr) -> RawCall | None:
     return (name, args, False)
 
 
+# -- a parameter's text typed by its schema (XML-parameter formats: Qwen3-Coder, GLM, ...) -----
+#
+# A schema may allow several types (`"type": ["integer", "string"]`, `anyOf`, `oneOf`): the text
+# takes the first type, in the schema's order, that it fits, so "42" is 42 for ["integer",
+# "string"] but "42" for ["string", "integer"], and "2 dollars" is a string for both. A text that
+# fits none stays the raw string. The type names are the JSON Schema ones plus the aliases the
+# Qwen3-Coder parser of vLLM accepts (int, float, bool, str, dict, list...).
+_STRING_KINDS = ("string", "str", "text", "varchar", "char", "enum")
+_INT_PREFIXES = ("int", "uint", "long", "short", "unsigned")
+_FLOAT_PREFIXES = ("num", "float", "double", "decimal")
+_BOOL_KINDS = ("boolean", "bool", "binary")
+_OBJECT_KINDS = ("object", "dict", "map")
+_ARRAY_KINDS = ("array", "list", "tuple", "arr", "sequence")
+_JSON_KINDS = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null",
+               dict: "object", list: "array"}  # fmt: skip
+# A plain number literal (JSON's, with a leading "+" and leading zeros tolerated): "1_000", "٣"
+# or " 0x1F" are text, though Python's int() would read them.
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
+_INTEGER = re.compile(r"[+-]?\d+", re.ASCII)
+_NON_FINITE_WORDS = frozenset({"nan", "-nan", "+nan", "inf", "-inf", "+inf", "infinity",
+                               "-infinity", "+infinity"})  # fmt: skip
+_MISS = object()  # the text does not fit a type
+_NON_FINITE = object()  # the text is a number JSON cannot hold (1e999, NaN, Infinity)
+
+
+def _schema_types(prop: dict[str, Any]) -> list[str]:
+    """The type names a property allows, in the schema's order (lowercase; "null" included):
+    `type` (a name or a list), then each `anyOf`/`oneOf` branch's; with none, the JSON types of
+    its `enum` values."""
+    found: list[Any] = []
+    for node in (prop, *(b for k in ("anyOf", "oneOf") for b in prop.get(k) or [])):
+        if isinstance(node, dict):
+            kind = node.get("type")
+            found.extend(kind if isinstance(kind, list) else [kind])
+    if not any(found) and isinstance(prop.get("enum"), list):
+        found = [_JSON_KINDS.get(type(v)) for v in prop["enum"]]
+    names = [str(t).lower().strip() for t in found if t]
+    return list(dict.fromkeys(names))
+
+
 def schema_type(prop: dict[str, Any] | None) -> tuple[str, bool]:
+    """(the first concrete type a property allows, whether it allows null); "string" when the
+    schema names no type."""
     if not isinstance(prop, dict):
         return "", False
-    kind = prop.get("type")
-    branches = prop.get("anyOf") or prop.get("oneOf") or []
-    types = kind if isinstance(kind, list) else [kind] if kind else []
-    types += [b.get("type") for b in branches if isinstance(b, dict)]
-    names = [str(t).lower().strip() for t in types if t]
-    allows_null = "null" in names
-    concrete = [t for t in names if t != "null"]
-    return (concrete[0] if concrete else "string"), allows_null
+    types = _schema_types(prop)
+    concrete = [t for t in types if t != "null"]
+    return (concrete[0] if concrete else "string"), "null" in types
 
 
-def typed_value(raw: str, prop: dict[str, Any] | None) -> Any:
-    """A parameter's text typed by its schema the way vLLM's Qwen3-Coder parser does."""
+def typed_value(raw: str, prop: dict[str, Any] | None, *, strict: bool = False) -> Any:
+    """A parameter's text typed by its schema (union types: the first type it fits).
+
+    Strings are kept as written, whitespace and all (the caller removes the template's framing);
+    other types are read from the stripped text. `null` (or Python's `None`) is None when the
+    schema allows null or no string. A number JSON cannot hold (`1e999`, `NaN`, `Infinity`,
+    also inside an object or array) fits no numeric type: it is never sent as null or inf. When
+    no other type takes it, `strict` raises ValueError (the finder then rejects the call, which
+    stays text); without `strict` the raw string is kept.
+    """
     if prop is None:
         return raw  # a parameter the schema does not know stays text
-    kind, allows_null = schema_type(prop)
-    if raw.strip().lower() in ("null", "none") and (allows_null or kind != "string"):
+    if not isinstance(prop, dict):
+        prop = {}
+    types = _schema_types(prop)
+    concrete = [t for t in types if t != "null"] or ["string"]
+    text = raw.strip()
+    if text.lower() in ("null", "none") and (
+        "null" in types or not any(t in _STRING_KINDS for t in concrete)
+    ):
         return None
-    if kind in ("string", "str", "text", "varchar", "char", "enum"):
-        return raw
-    if kind.startswith(("int", "uint", "long", "short", "unsigned")):
-        return _number(raw, int)
-    if kind.startswith(("num", "float")):
-        return _number(raw, float)
-    if kind in ("boolean", "bool", "binary"):
-        low = raw.strip().lower()
-        return True if low == "true" else False if low == "false" else raw
-    parsed = loads_lenient(raw)
-    if parsed is not None:
-        return parsed[0]
-    try:
-        return ast.literal_eval(raw.strip())
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return raw
+    non_finite = False
+    for kind in concrete:
+        value = _as_kind(raw, text, kind)
+        if value is _NON_FINITE:
+            non_finite = True
+        elif value is not _MISS:
+            return value
+    if non_finite and strict:
+        raise ValueError(f"not a finite number: {text[:40]!r}")
+    return raw
 
 
-def _number(raw: str, kind: type) -> Any:
-    try:
-        value = kind(raw.strip())
-    except ValueError:
+def _as_kind(raw: str, text: str, kind: str) -> Any:
+    """The text read as one schema type; _MISS when it does not fit, _NON_FINITE for a number
+    JSON cannot hold."""
+    if kind in _STRING_KINDS:
         return raw
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+    if kind.startswith(_INT_PREFIXES):
+        return _number(text, int)
+    if kind.startswith(_FLOAT_PREFIXES):
+        return _number(text, float)
+    if kind in _BOOL_KINDS:
+        low = text.lower()
+        return True if low == "true" else False if low == "false" else _MISS
+    value = _parsed(text)
+    if value is _MISS or value is _NON_FINITE:
+        return value
+    if kind in _OBJECT_KINDS:
+        return value if isinstance(value, dict) else _MISS
+    if kind in _ARRAY_KINDS:
+        return value if isinstance(value, list) else _MISS
+    return value  # a type name of no family above ("any"): whatever the text parses as
+
+
+def _parsed(text: str) -> Any:
+    """JSON (or almost-JSON, or a Python literal) text's value; _MISS when it is none, or holds
+    what JSON cannot (a set, bytes); _NON_FINITE when it holds a non-finite number."""
+    found = loads_lenient(text)
+    if found is not None:
+        value = found[0]
+    else:
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return _MISS
+    return _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    """`value` when JSON can hold it as it is; _NON_FINITE for a non-finite float anywhere in
+    it; _MISS for anything else (tuples, sets, bytes, non-string keys)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return _NON_FINITE
+        if isinstance(item, dict):
+            if not all(isinstance(k, str) for k in item):
+                return _MISS
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif not isinstance(item, (str, int, float, bool)) and item is not None:
+            return _MISS
     return value
+
+
+def _number(text: str, kind: type) -> Any:
+    """The stripped text as an integer (`kind` int) or a number: _MISS when it is not a plain
+    number literal; _NON_FINITE for 1e999, NaN or Infinity. A number with no fraction is sent
+    as an integer ("2.0" -> 2), an integer parameter takes one ("3.0", "1e3")."""
+    if text.lower() in _NON_FINITE_WORDS:
+        return _NON_FINITE
+    if kind is int and _INTEGER.fullmatch(text):
+        try:
+            return int(text)
+        except ValueError:  # past Python's digit limit for int(): too long to be an integer
+            return _MISS
+    if not _NUMBER.fullmatch(text):
+        return _MISS
+    value = float(text)
+    if not math.isfinite(value):
+        return _NON_FINITE
+    if value.is_integer():
+        return int(value)
+    return _MISS if kind is int else value
 
 
 def tool_props(schemas: Schemas, name: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from proxy.toolcalls.formats import (
     bare,
     command_r,
     deepseek,
+    functionary,
     gemma,
     harmony,
     hunyuan,
@@ -43,6 +44,7 @@ FAMILIES: tuple[Family, ...] = (
     kimi.FAMILY,
     kimi.FAMILY_K3,
     command_r.FAMILY,
+    functionary.FAMILY,
 )
 # Closing tags of every family: one left next to a recovered call goes with it.
 CLOSERS = tuple(dict.fromkeys(c for family in FAMILIES for c in family.closers))

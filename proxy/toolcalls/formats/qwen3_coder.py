@@ -1,8 +1,21 @@
 """Qwen3-Coder's XML calls: `<function=NAME>` with `<parameter=KEY>value</parameter>` blocks and
 `</function>`, usually inside `<tool_call>` (formats/tagged.py reads that wrapper); values typed
-by the tool's schema the way vLLM's qwen3_coder parser does. The same tag with a JSON object
-after it (`<function=NAME>{...}</function>`, Llama 3.1's custom format and Functionary v3.1) is
-label `function_tag`. research/toolcall-formats.md, section 1.
+by the tool's schema (values.typed_value). The same tag with a JSON object after it
+(`<function=NAME>{...}</function>`) is label `function_tag`: Llama 3.1's custom tool format and
+Functionary v3.1 (meetkai-functionary-medium-v3.1.jinja in llama.cpp's models/templates: one
+`<function=NAME>{json}</function>` per call, the calls back to back, then `<|eom_id|>`).
+research/toolcall-formats.md, sections 1 and 8.
+
+Where a parameter's value ends (the template writes `<parameter=K>\\nVALUE\\n</parameter>\\n`):
+- at the first `</parameter>` followed by a structural tag (`<parameter=`, `</function>`,
+  `</tool_call>`) or by the end: code written by write_file may hold `</parameter>`,
+  `</function>` or `<tool_call>` literally, and they stay in the value;
+- a value whose `</parameter>` was forgotten ends at the next `<parameter=K>` on a line of its
+  own (K a parameter of the tool) or at `</function>`, when no `</parameter>` comes first;
+- a value never looks past the next `<function=` (the next call), which keeps the scan linear.
+Only the template's framing newline after `>` and before `</parameter>` is removed; any other
+whitespace is the value's. A value that cannot be sent as JSON (a non-finite number for a
+number parameter) rejects its call: that call stays text, its siblings are still recovered.
 """
 
 from __future__ import annotations
@@ -13,9 +26,18 @@ from proxy.toolcalls.scan import Next, Scan, skip
 from proxy.toolcalls.spans import Ctx, Family, RawCall, Span
 from proxy.toolcalls.values import tool_props, typed_value
 
+_OPEN = "<parameter="
+_CLOSE = "</parameter>"
+_END = "</function>"
 
-def function_tag(s: str, p: int, ctx: Ctx, scan: Scan) -> tuple[int, RawCall, str] | None:
-    """`<function=NAME>` followed by `<parameter=..>` blocks (Qwen3-Coder) or a JSON object."""
+
+def function_tag(
+    s: str, p: int, ctx: Ctx, scan: Scan, bound: int = -1
+) -> tuple[int, RawCall, str] | None:
+    """`<function=NAME>` followed by `<parameter=..>` blocks (Qwen3-Coder) or a JSON object.
+
+    `bound`, when given, is where a wrapper's region ends (Seed-OSS's next `<seed:tool_call>`):
+    a value that never closes does not run into the next wrapper."""
     limit = scan.limit(p)
     close = s.find(">", p, limit)
     name = s[p + len("<function=") : close].strip() if close > 0 else ""
@@ -28,76 +50,118 @@ def function_tag(s: str, p: int, ctx: Ctx, scan: Scan) -> tuple[int, RawCall, st
             return None
         args: Any = s[i:] if end is None else s[i:end]
         i = len(s) if end is None else skip(s, end)
-        if s.startswith("</function>", i):
-            i += len("</function>")
+        if s.startswith(_END, i):
+            i += len(_END)
         return i, (name, args.rstrip(), False), "function_tag"
-    found = _parameters(s, i, limit, ctx.truncated)
+    # The parameters' region ends at the next call's `<function=`, not at the wrapper's next
+    # `<tool_call>`: a value may quote that tag.
+    region = s.find("<function=", p + 1)
+    region = len(s) if region < 0 else region
+    if 0 <= bound < region:
+        region = bound
+    props = tool_props(ctx.schemas, name)
+    found = _parameters(s, i, region, ctx.truncated, props)
     if found is None:
         return None
     params, i, closed = found
     if not params and not closed:
         return None  # `<function=foo>` in prose: a call needs parameters or `</function>`
-    props = tool_props(ctx.schemas, name)
-    typed = {k: typed_value(v, props.get(k)) for k, v in params.items()}
-    return i, (name, typed, False), "qwen3_coder"
+    typed = typed_args(params, props)
+    return None if typed is None else (i, (name, typed, False), "qwen3_coder")
+
+
+def typed_args(params: dict[str, str], props: dict[str, Any]) -> dict[str, Any] | None:
+    """Parameters typed by the tool's schema; None when one cannot be sent as JSON (a
+    non-finite number where the schema takes no string), which rejects the call."""
+    try:
+        return {k: typed_value(v, props.get(k), strict=True) for k, v in params.items()}
+    except ValueError:
+        return None
+
+
+class _Ends:
+    """Where values end in one call's region: cached searches, so a call costs one pass."""
+
+    def __init__(self, s: str, region: int, props: dict[str, Any]) -> None:
+        self.structural = Next(lambda p: _structural_close(s, p, region))
+        self.closes = Next(lambda p: s.find(_CLOSE, p, region))
+        self.opens = Next(lambda p: _line_opener(s, p, region, props))
+        self.ends = Next(lambda p: s.find(_END, p, region))
 
 
 def _parameters(
-    s: str, i: int, limit: int, truncated: bool
+    s: str, i: int, region: int, truncated: bool, props: dict[str, Any]
 ) -> tuple[dict[str, str], int, bool] | None:
     """(parameters, end, closed by `</function>`), or None when a value never ends."""
     params: dict[str, str] = {}
-    structural = Next(lambda p: _structural_close(s, p, limit))
-    opens = Next(lambda p: s.find("<parameter=", p, limit))
-    ends = Next(lambda p: s.find("</function>", p, limit))
+    ends = _Ends(s, region, props)
     while True:
         i = skip(s, i)
-        if s.startswith("</function>", i):
-            return params, i + len("</function>"), True
-        if not s.startswith("<parameter=", i):
+        if s.startswith(_END, i):
+            return params, i + len(_END), True
+        if not s.startswith(_OPEN, i):
             return params, i, False
-        close = s.find(">", i, limit)
+        close = s.find(">", i, region)
         if close < 0:
-            return (params, limit, False) if truncated else None
-        key = s[i + len("<parameter=") : close].strip()
-        found = _parameter_value(s, close + 1, limit, (structural, opens, ends))
+            return (params, region, False) if truncated else None
+        key = s[i + len(_OPEN) : close].strip()
+        found = _parameter_value(s, close + 1, region, ends)
         if found is None and not truncated:
             return None
-        value, i = found if found is not None else (_trim_one(s[close + 1 : limit]), limit)
+        value, i = found if found is not None else (_trim_one(s[close + 1 : region]), region)
         params[key] = value
 
 
 def _structural_close(s: str, start: int, limit: int) -> int:
     # `</parameter>` is structural only when a structural tag follows it: code may contain it.
-    q = s.find("</parameter>", start, limit)
+    q = s.find(_CLOSE, start, limit)
     while q >= 0:
-        after = skip(s, q + len("</parameter>"))
-        if after >= limit or s.startswith(("<parameter=", "</function>", "</tool_call>"), after):
+        after = skip(s, q + len(_CLOSE))
+        if after >= limit or s.startswith((_OPEN, _END, "</tool_call>"), after):
             return q
-        q = s.find("</parameter>", q + 1, limit)
+        q = s.find(_CLOSE, q + 1, limit)
     return -1
 
 
-def _parameter_value(
-    s: str, start: int, limit: int, finders: tuple[Next, Next, Next]
-) -> tuple[str, int] | None:
+def _line_opener(s: str, start: int, limit: int, props: dict[str, Any]) -> int:
+    """The next `<parameter=K>` that can end a value whose `</parameter>` was forgotten: on a
+    line of its own (as the template writes it), K a parameter of the tool (any K when the
+    schema names none). Inline openers, or other keys, are the value's own text."""
+    o = s.find(_OPEN, start, limit)
+    while o >= 0:
+        k = o
+        while k > start and s[k - 1] in " \t":
+            k -= 1
+        gt = s.find(">", o, limit)
+        key = s[o + len(_OPEN) : gt].strip() if gt >= 0 else None
+        if (k == start or s[k - 1] == "\n") and key is not None and (not props or key in props):
+            return o
+        o = s.find(_OPEN, o + 1, limit)
+    return -1
+
+
+def _parameter_value(s: str, start: int, region: int, ends: _Ends) -> tuple[str, int] | None:
     """A parameter's text and where it ends; None when it runs to the end of the text."""
-    structural, opens, ends = finders
-    q = structural.at(start)
+    opener = ends.opens.at(start)
+    first_close = ends.closes.at(start)
+    if opener >= 0 and (first_close < 0 or opener < first_close):
+        return _trim_one(s[start:opener]), opener  # the close was forgotten
+    q = ends.structural.at(start)
     if q >= 0:
-        return _trim_one(s[start:q]), q + len("</parameter>")
-    bound = min((k for k in (opens.at(start), ends.at(start)) if k >= 0), default=limit)
+        return _trim_one(s[start:q]), q + len(_CLOSE)
+    bound = min((k for k in (opener, ends.ends.at(start)) if k >= 0), default=region)
     # No `</parameter>` is followed by a tag: the value ends at its last `</parameter>` and the
     # text after it is the model's prose again, rather than part of the value.
-    q = s.rfind("</parameter>", start, bound)
+    q = s.rfind(_CLOSE, start, bound)
     if q >= 0:
-        return _trim_one(s[start:q]), q + len("</parameter>")
+        return _trim_one(s[start:q]), q + len(_CLOSE)
     if bound == len(s):
         return None
     return _trim_one(s[start:bound]), bound
 
 
 def _trim_one(value: str) -> str:
+    """The value without the template's framing: one newline after `>`, one before the close."""
     if value.startswith("\n"):
         value = value[1:]
     if value.endswith("\n"):
@@ -107,7 +171,7 @@ def _trim_one(value: str) -> str:
 
 def _functions(s: str, ctx: Ctx) -> list[Span]:
     spans: list[Span] = []
-    scan = Scan(s, "<function=", "</function>")
+    scan = Scan(s, "<function=", _END)
     p = s.find("<function=")
     while p >= 0:
         found = function_tag(s, p, ctx, scan)

@@ -43,12 +43,12 @@ def _find(s: str, ctx: Ctx) -> list[Span]:
     return spans
 
 
-def _block(s: str, p: int, ctx: Ctx, scan: Scan) -> tuple[list[Span], int]:
+def _block(s: str, p: int, ctx: Ctx, scan: _Bounded) -> tuple[list[Span], int]:
     """The spans of the wrapper opening at s[p], and where it ends."""
     i = skip(s, p + len(OPEN))
     items: list[Item] = []
     while s.startswith(FUNCTION, i):
-        found = function_tag(s, i, ctx, scan)
+        found = function_tag(s, i, ctx, scan, scan.wrapper(i))
         if found is None:
             break  # a value that never ends, or `<function=` in prose: nothing more to read
         end, call, _ = found
@@ -70,6 +70,10 @@ class _Bounded(Scan):
     def __init__(self, s: str) -> None:
         super().__init__(s, FUNCTION, "</function>")
         self._wrapper = Next(lambda p: s.find(OPEN, p))
+
+    def wrapper(self, i: int) -> int:
+        """Where the next wrapper opens after s[i], or -1."""
+        return self._wrapper.at(i + 1)
 
     def limit(self, i: int) -> int:
         nxt = self._wrapper.at(i + 1)

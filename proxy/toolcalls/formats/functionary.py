@@ -1,0 +1,83 @@
+"""Functionary v3.2 (MeetKai, Llama 3 based): every block of a reply is `>>>RECIPIENT\\n` and
+its text, `>>>NAME\\n{json}` for a call and `>>>all\\ntext` for words to the user, several blocks
+in one reply (`>>>all\\nLet me check.>>>get_weather\\n{"city": "Paris"}`). Label `functionary`.
+
+Checked against meetkai-functionary-medium-v3.2.jinja (llama.cpp models/templates; the assistant
+turn is `'>>>all\\n' + content` then `'>>>' + name + '\\n' + arguments` per call, then
+`<|eot_id|>`), MeetKai's own parser (functionary/prompt_template/llama3_prompt_template_v3.py:
+split on `>>>`, the recipient is the first line) and llama.cpp's test-chat cases for
+COMMON_CHAT_FORMAT_FUNCTIONARY_V3_2. Functionary v3.1 (`<function=NAME>{json}</function>`) is
+formats/qwen3_coder.py's `function_tag`.
+
+Calls start at `>>>NAME` (NAME a declared tool: `>>>` alone is common in Python REPL prose), each
+block one span, so an undeclared recipient among them leaves the others. A `>>>all\\n` block after
+a call is the template's framing: it goes with the call, and its text stays content.
+
+Not read here, for want of stream support (formats must start at a trigger, and a trigger that
+begins with a tool's name would hold every chunk ending in its first letter): the generation
+prompt ends with `>>>`, so a reply's first block arrives without it, as `NAME\\n{json}` or as
+`all\\ntext`; that call stays text, and the `all\\n` (or `>>>all\\n`) opening a reply stays in
+content.
+"""
+
+from __future__ import annotations
+
+from proxy.toolcalls.scan import Scan, skip
+from proxy.toolcalls.spans import Ctx, Family, RawCall, Span
+
+_SEP = ">>>"
+_ALL = ">>>all\n"
+_NAME_MAX = 256  # how far a recipient's newline is looked for
+_NOT_IN_NAME = frozenset(" \t\r(){}[]<>\"',;=")
+
+
+def _recipient(s: str, at: int, limit: int) -> tuple[str, int] | None:
+    """The recipient written at s[at] and the index after its newline."""
+    nl = s.find("\n", at, min(limit, at + _NAME_MAX))
+    if nl <= at:
+        return None
+    name = s[at:nl]
+    if any(c in _NOT_IN_NAME for c in name):
+        return None
+    return name, nl + 1
+
+
+def _block(s: str, start: int, ctx: Ctx, scan: Scan) -> tuple[int, RawCall] | None:
+    """The call whose block starts at s[start] (at `>>>`), and where its JSON ends."""
+    found = _recipient(s, start + len(_SEP), scan.limit(start))
+    if found is None or found[0] == "all":
+        return None
+    name, i = found
+    i = skip(s, i)
+    if i >= len(s) or s[i] != "{":
+        return None  # a recipient with no JSON object: text (Functionary's raw python is not read)
+    end = scan.value(i)
+    if end is None:
+        if not (ctx.truncated and scan.limit(i) == len(s)):
+            return None
+        return len(s), (name, s[i:].rstrip(), False)
+    return end, (name, s[i:end], False)
+
+
+def _after(s: str, end: int) -> int:
+    """The span's end past a `>>>all\\n` that opens the text after a call."""
+    k = skip(s, end)
+    return k + len(_ALL) if s.startswith(_ALL, k) else end
+
+
+def _find(s: str, ctx: Ctx) -> list[Span]:
+    spans: list[Span] = []
+    scan = Scan(s, _SEP, None)
+    p = s.find(_SEP)
+    while p >= 0:
+        found = _block(s, p, ctx, scan)
+        if found is None:
+            p = s.find(_SEP, p + 1)
+            continue
+        end, raw = found
+        spans.append(Span(p, _after(s, end), [raw], "functionary"))
+        p = s.find(_SEP, end)
+    return spans
+
+
+FAMILY = Family("functionary", _find, named=(">>>NAME",))
