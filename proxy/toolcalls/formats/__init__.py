@@ -11,7 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from proxy.toolcalls.formats import bare, deepseek, gemma, harmony, mistral, qwen3_coder, tagged
+from proxy.toolcalls.formats import (
+    bare,
+    deepseek,
+    dsml,
+    gemma,
+    harmony,
+    minimax,
+    mistral,
+    qwen3_coder,
+    step3,
+    tagged,
+)
 from proxy.toolcalls.spans import Family
 
 # The order breaks ties between finders whose first calls start at the same place.
@@ -22,6 +33,9 @@ FAMILIES: tuple[Family, ...] = (
     deepseek.FAMILY,
     harmony.FAMILY,
     gemma.FAMILY,
+    minimax.FAMILY,
+    dsml.FAMILY,
+    step3.FAMILY,
 )
 FALLBACK = bare.find
 FENCE = bare.FENCE
