@@ -74,7 +74,8 @@ class Param:
 
 @dataclass(frozen=True)
 class Invoke:
-    """One invoke as read: `complete` when a close or structural tag ended it, not the text."""
+    """One invoke as read: `complete` when its close ended it, or a structural tag after its
+    parameters; not when the text ran out."""
 
     name: str
     params: dict[str, Param]
@@ -200,7 +201,8 @@ def read_invoke(s: str, p: int, reader: Reader, truncated: bool) -> Invoke | Non
         if s.startswith(tags.invoke_end, i):
             return Invoke(name, params, i + len(tags.invoke_end), True)
         if i >= limit or s.startswith(reader.hard, i):
-            return Invoke(name, params, i, i < len(s))
+            # Ended by the next invoke or block without its close: a call if it said something.
+            return Invoke(name, params, i, i < len(s) and bool(params))
         if s.startswith(tags.param, i):
             found = _param(s, i, reader, truncated)
             if found is None:
