@@ -100,6 +100,7 @@ CASES: list[Case] = [
     _case("bare_invoke", f"{PROSE}\n" + invoke(*TWO[1]), PROSE, TWO[1:]),
     _negative("marker_in_prose", f"V3.2 opens its calls with <{_m(W)}function_calls> blocks."),
     _negative("undeclared", render([("delete_all", {"path": "/"})])),
+    _negative("bare_undeclared", invoke("delete_all", {"path": "/"}, "|")),
     _negative("cut_off", f"<{_m(W)}function_calls>\n{INV}\"get_weather\">\n"
               f'{P}"city" string="true">Paris{PE}\n'),
     _negative("cut_off_ascii", render(ONE, "|")[:-40]),

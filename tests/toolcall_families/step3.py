@@ -112,6 +112,8 @@ CASES: list[Case] = [
           source="formats/deepseek.py: the `▁` may come as `_`"),
     _negative("marker_in_prose", "Step3 opens its calls with <｜tool_calls_begin｜> tokens."),
     _negative("undeclared", render([("delete_all", {"path": "/"})])),
+    _negative("stripped_undeclared", "function" + invoke("delete_all", _p("path", "/"))),
+    _negative("stripped_cut_off", "function" + invoke("get_time", _p("tz", "UTC"))[:-20]),
     _negative("cut_off", f"{_tok('tool_calls_begin')}\n{_tok('tool_call_begin')}function"
               f'{_tok("tool_sep")}<steptml:invoke name="get_weather">{_p("city", "Paris")}'),
     _negative("name_and_json_after_sep", block(f"{_tok('tool_call_begin')}function"

@@ -4,7 +4,7 @@ then `</minimax:tool_call>`; values typed by the tool's schema; reasoning in `<t
 ends with `[e~[`. Checked against MiniMax-AI's tool_calling_guide.md (M2, M2.5: its system
 prompt shows the block without its close, so an invoke ended by `</invoke>` is a call even
 when `</minimax:tool_call>` never comes), vLLM's minimax_m2_tool_parser.py and SGLang's
-minimax-m2 streaming cases; research/toolcall-formats.md, section 1.
+minimax-m2 streaming cases; research/toolcall-formats.md, section 8.
 
 A server that strips the block's special tokens leaves the bare invokes: those count only as
 `<invoke name="NAME">` for a declared NAME, since `<invoke` is common enough elsewhere.

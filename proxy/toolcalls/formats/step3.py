@@ -11,7 +11,10 @@ a bare invoke counts, with that `function`. Label `step3`; read by formats/invok
 
 `<｜tool_calls_begin｜>` is also a spelling formats/deepseek.py accepts for DeepSeek V3's
 `<｜tool▁calls▁begin｜>` (`▁` as `_`). Neither finder reads the other's calls: this one needs
-`function<｜tool_sep｜><steptml:invoke`, DeepSeek's a name and JSON after the separator.
+`function<｜tool_sep｜><steptml:invoke`, DeepSeek's a name and JSON after the separator. (One
+overlap is left: a reply cut off while a tool named `function` is declared gives DeepSeek's
+finder a call at the same place, and it is registered first.) Step 3.5 writes Qwen3-Coder's
+`<function=NAME>` calls instead (formats/qwen3_coder.py).
 """
 
 from __future__ import annotations

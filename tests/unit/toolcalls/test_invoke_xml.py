@@ -231,11 +231,17 @@ DEEPSEEK_TEXTS = [
     '<｜tool_calls_begin｜><｜tool_call_begin｜>get_time<｜tool_sep｜>{"tz": "UTC"}'
     "<｜tool_call_end｜><｜tool_calls_end｜>",
 ]
+# Kimi K2's ASCII tokens are near Step3's ASCII spelling: neither is the other's.
+KIMI_K2 = (
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0"
+    '<|tool_call_argument_begin|>{"tz": "UTC"}<|tool_call_end|><|tool_calls_section_end|>'
+)
 STEP3_TEXTS = [c.text for c in step3_cases.CASES if c.format == "step3"]
 FOREIGN = {
     "minimax": [c.text for c in [*dsml_cases.CASES, *step3_cases.CASES] if c.format],
     "dsml": [c.text for c in [*mm_cases.CASES, *step3_cases.CASES] if c.format],
-    "step3": [*DEEPSEEK_TEXTS, *(c.text for c in [*mm_cases.CASES, *dsml_cases.CASES] if c.format)],
+    "step3": [*DEEPSEEK_TEXTS, KIMI_K2,
+              *(c.text for c in [*mm_cases.CASES, *dsml_cases.CASES] if c.format)],
 }
 FINDERS = {"minimax": minimax.FAMILY, "dsml": dsml.FAMILY, "step3": step3.FAMILY}
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
