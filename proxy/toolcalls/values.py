@@ -280,7 +280,9 @@ def schema_type(prop: dict[str, Any] | None) -> tuple[str, bool]:
 
 
 def typed_value(raw: str, prop: dict[str, Any] | None, *, strict: bool = False) -> Any:
-    """A parameter's text typed by its schema (union types: the first type it fits).
+    """A parameter's text typed by its schema (union types: the first type it fits, in the
+    schema's order, a string last: every text fits a string, so `["string", "integer"]` would
+    never give an integer otherwise; "2" is 2 there, and "2 dollars" stays a string).
 
     Strings are kept as written, whitespace and all (the caller removes the template's framing);
     other types are read from the stripped text. `null` (or Python's `None`) is None when the
@@ -295,6 +297,7 @@ def typed_value(raw: str, prop: dict[str, Any] | None, *, strict: bool = False) 
         prop = {}
     types = _schema_types(prop)
     concrete = [t for t in types if t != "null"] or ["string"]
+    concrete.sort(key=lambda t: t in _STRING_KINDS)  # stable: the schema's order otherwise
     text = raw.strip()
     if text.lower() in ("null", "none") and (
         "null" in types or not any(t in _STRING_KINDS for t in concrete)

@@ -16,15 +16,18 @@ from proxy.toolcalls.formats import (
     bare,
     command_r,
     deepseek,
+    dsml,
     functionary,
     gemma,
     harmony,
     hunyuan,
     kimi,
+    minimax,
     mistral,
     olmo3,
     qwen3_coder,
     seed_oss,
+    step3,
     tagged,
 )
 from proxy.toolcalls.spans import Family
@@ -45,6 +48,9 @@ FAMILIES: tuple[Family, ...] = (
     kimi.FAMILY_K3,
     command_r.FAMILY,
     functionary.FAMILY,
+    minimax.FAMILY,
+    dsml.FAMILY,
+    step3.FAMILY,
 )
 # Closing tags of every family: one left next to a recovered call goes with it.
 CLOSERS = tuple(dict.fromkeys(c for family in FAMILIES for c in family.closers))

@@ -21,11 +21,11 @@ INT, NUM, STR = {"type": "integer"}, {"type": "number"}, {"type": "string"}
 @pytest.mark.parametrize(
     ("raw", "prop", "value"),
     [
-        ("42", {"type": ["string", "integer"]}, "42"),
+        ("42", {"type": ["string", "integer"]}, 42),  # a string is tried last: it fits all
         ("42", {"type": ["integer", "string"]}, 42),
         ("2 dollars", {"type": ["integer", "string"]}, "2 dollars"),
         ("2 dollars", INT, "2 dollars"),
-        ('{"a": 1}', {"type": ["string", "object"]}, '{"a": 1}'),
+        ('{"a": 1}', {"type": ["string", "object"]}, {"a": 1}),
         ('{"a": 1}', {"type": ["object", "string"]}, {"a": 1}),
         ('{"a": 1}', {"anyOf": [{"type": "object"}, {"type": "string"}]}, {"a": 1}),
         ("[1]", {"anyOf": [{"type": "object"}, {"type": "array"}]}, [1]),
