@@ -10,6 +10,7 @@ calls (`pythonic_calls`), or XML-style parameters whose text is typed by the sch
 from __future__ import annotations
 
 import ast
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -274,11 +275,19 @@ def _name_end(text: str, i: int) -> int:
 
 
 def _py_call_text(text: str, schemas: Schemas | None) -> RawCall | None:
-    try:
-        node = ast.parse(_py_source(text), mode="eval").body
-        return _pythonic_call(node, schemas)
-    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
-        return None
+    """One call's text read as Python; only text Python refuses is mended (`_py_source`), so
+    `cmd='ls' + ' -la'` stays an expression, not one string."""
+    for source in (text, None):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SyntaxWarning)  # `'\d'`: kept as written
+                node = ast.parse(_py_source(text) if source is None else source, mode="eval")
+            return _pythonic_call(node.body, schemas)
+        except SyntaxError:
+            continue
+        except (ValueError, TypeError, MemoryError, RecursionError):
+            return None
+    return None
 
 
 # What may follow a backslash in a Python string; any other backslash is the model's own
