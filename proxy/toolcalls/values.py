@@ -217,8 +217,8 @@ def _string_at(text: str, i: int) -> str | None:
 def pythonic_calls(
     text: str, schemas: Schemas | None = None, strict: bool = False
 ) -> list[RawCall] | None:
-    """`[f(a=1), g(b='x')]`, one bare call, or calls one after another (OLMo 3's
-    `f(a=1)\ng(b=2)`) -> calls: keyword arguments with literal values only.
+    """`[f(a=1), g(b='x')]`, one bare call, or calls one after another (OLMo 3 writes one a
+    line) -> calls: keyword arguments with literal values only.
 
     Each call is read on its own. Python's literals, and JSON's `true`/`false`/`null` (OLMo 3,
     vLLM reads them too); dotted names (`ns.tool(...)`, as vLLM reads them); raw newlines and
@@ -244,8 +244,9 @@ def pythonic_calls(
 
 
 def _py_elements(text: str) -> list[str] | None:
-    """The calls' texts of `[f(..), g(..)]` or `f(..)\ng(..)`, split string-aware; None when
-    an element is not `name(...)` (`[1, 2]`, `[sunny]`)."""
+    """The calls' texts of `[f(..), g(..)]`, or of `f(..)` and `g(..)` one after another (on
+    lines of their own, or `;` between), split string-aware; None when an element is not
+    `name(...)` (`[1, 2]`, `[sunny]`)."""
     listed = text.startswith("[")
     i = skip(text, 1) if listed else 0
     parts: list[str] = []
@@ -280,7 +281,9 @@ def _py_call_text(text: str, schemas: Schemas | None) -> RawCall | None:
     for source in (text, None):
         try:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", SyntaxWarning)  # `'\d'`: kept as written
+                # `'\d'` is kept as written; Python warns (Deprecation- before 3.12, then Syntax-)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.simplefilter("ignore", SyntaxWarning)
                 node = ast.parse(_py_source(text) if source is None else source, mode="eval")
             return _pythonic_call(node.body, schemas)
         except SyntaxError:
@@ -530,7 +533,7 @@ def bare_run(
     while k < len(text):
         if text.startswith("</tool_call>", k):
             end = k + len("</tool_call>")
-        elif (after := past_end_tokens(text, k)) > k:
+        elif text[k] == "<" and (after := past_end_tokens(text, k)) > k:  # all open with `<`
             end = after
         elif text[k] in "{[" and (v := ends(k)) is not None:
             found = json_calls(text[k:v], schemas, strict=True)

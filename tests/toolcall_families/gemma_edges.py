@@ -89,7 +89,8 @@ CASES: list[Case] = [
     Case("gemma_edges_multiline_code",
          _fg('call:write_file{path:<escape>a.py<escape>,content:<escape>def f():\n'
              '    return {"a": [1, 2]}\n<escape>}'),
-         None, [("write_file", {"path": "a.py", "content": 'def f():\n    return {"a": [1, 2]}\n'})],
+         None, [("write_file", {"path": "a.py",
+                                "content": 'def f():\n    return {"a": [1, 2]}\n'})],
          "functiongemma", source=OLLAMA_FG),
     Case("gemma_edges_think_then_call_end_tokens",
          "<think>\nTime zone first.\n</think>\n"

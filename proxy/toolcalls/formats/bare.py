@@ -99,11 +99,21 @@ def _runs(s: str, schemas: Schemas) -> list[Span]:
             p = lines.next.at(p + 1)
             continue
         calls, run_end = bare_run(s, p, schemas, lines.value)
-        if calls and _ends_line(s, run_end):
+        if calls and _ends_line(s, run_end) and _alone(s, p, run_end):
             runs.append(Span(p, run_end, calls, _label(s, p)))
             end = run_end
         p = lines.next.at(end)
     return runs
+
+
+def _alone(s: str, start: int, end: int) -> bool:
+    """No JSON value right before or after the run: with no marker to vouch for them, values
+    one after another are all calls or none is (`{call}\n{"ratio": NaN ...}` stays text)."""
+    before = start
+    while before > 0 and s[before - 1].isspace():
+        before -= 1
+    after = skip(s, end)
+    return s[after : after + 1] not in ("{", "[") and (before == 0 or s[before - 1] not in "}]")
 
 
 def _ends_line(s: str, i: int) -> bool:
