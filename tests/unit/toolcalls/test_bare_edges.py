@@ -203,3 +203,16 @@ def test_the_step_count_sees_an_unbounded_line_scan(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(bare._LineValues, "value", unbounded)
     assert growth(_repeated("{\n"), SMALL) > 4 * LINEAR
+
+
+# -- pythonic calls one a line (OLMo 3's `<function_calls>` body) ---------------------------------
+
+
+def test_pythonic_calls_one_a_line() -> None:
+    # No `<function_calls>` marker is read yet (formats/tagged.py); when one is, its body is
+    # calls one a line, which pythonic_calls already splits.
+    from proxy.toolcalls.values import pythonic_calls
+
+    text = "get_weather(city='Paris')\nget_time(tz=\"UTC\")"
+    assert pythonic_calls(text, SCHEMAS) == [(*PARIS[0], False), ("get_time", {"tz": "UTC"}, False)]
+    assert pythonic_calls("get_weather(city='Paris')\nsunny", SCHEMAS) is None
