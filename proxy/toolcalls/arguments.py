@@ -98,10 +98,13 @@ def loads_lenient(text: str) -> tuple[Any, bool] | None:
     """Parse one JSON value, repairing almost-JSON: (value, repaired) or None.
 
     Never completes a truncated value, and never accepts a repair whose top-level type differs
-    from what the text opens with (json_repair turns prose into '' and braces into lists).
+    from what the text opens with (json_repair turns prose into '' and braces into lists). A
+    non-finite number (`1e999`, `NaN`, `Infinity`) makes the text unreadable: JSON has no such
+    value, and the repairs would make it null (`inf` is sent as null), the string "NaN", or
+    drop the sign of `-Infinity`; the caller keeps the text as the model wrote it instead.
     """
     try:
-        return orjson.loads(text), False
+        return orjson.loads(text), False  # orjson refuses NaN, Infinity and 1e999 itself
     except orjson.JSONDecodeError:
         pass
     stripped = text.strip()
@@ -109,9 +112,31 @@ def loads_lenient(text: str) -> tuple[Any, bool] | None:
         return orjson.loads(rewrite(stripped)), True
     except _Incomplete:
         return None
-    except (_Unfixable, orjson.JSONDecodeError):
+    except _Unfixable as stop:
+        if stop.args and stop.args[0] in _NON_FINITE:
+            return None
+    except orjson.JSONDecodeError:
         pass
-    return _json_repair_fallback(stripped)
+    repaired = _json_repair_fallback(stripped)
+    return None if repaired is None else _finite(*repaired)
+
+
+_NON_FINITE = frozenset({"NaN", "nan", "Infinity", "infinity", "inf", "Inf"})
+
+
+def _finite(value: Any, repaired: bool) -> tuple[Any, bool] | None:
+    """(value, repaired), or None when a float in it is not finite (json_repair reads 1e999 as
+    inf; orjson never returns one)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and item - item != 0:  # inf - inf and nan are nan
+            return None
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return value, repaired
 
 
 # json_repair is pure Python and slow on large broken input (about 0.9 s for 200 KB): past this

@@ -12,9 +12,10 @@ from __future__ import annotations
 import ast
 import math
 import re
+import warnings
+from collections.abc import Callable
 from typing import Any
 
-from proxy.jsontext import compact
 from proxy.toolcalls.arguments import loads_lenient
 from proxy.toolcalls.scan import Scan, past_end_tokens, skip, string_end, value_end
 from proxy.toolcalls.spans import Ctx, RawCall, Schemas
@@ -45,7 +46,9 @@ def calls_from_value(
 
     `strict` is for JSON standing alone with no marker (bare and fenced forms): it then needs an
     arguments key, a `type` of "function" if any, and arguments that are not a JSON Schema, so
-    config objects, API examples and an echoed tools list stay text.
+    config objects, API examples and an echoed tools list stay text; and a list must be nothing
+    but calls. Without `strict` a marker vouches for what follows it: a list item that is no
+    readable call is dropped and its siblings kept (None only when no item is a call).
     """
     if isinstance(value, dict):
         return _calls_from_obj(value, repaired, schemas, strict)
@@ -56,9 +59,11 @@ def calls_from_value(
                 _calls_from_obj(item, repaired, schemas, strict) if isinstance(item, dict) else None
             )
             if not found:
-                return None
+                if strict:
+                    return None  # no marker: a list with anything but calls in it is data
+                continue  # a marker vouches for its calls: an unreadable one is dropped alone
             calls.extend(found)
-        return calls
+        return calls or None
     return None
 
 
@@ -93,7 +98,10 @@ def _named_call(obj: dict[str, Any], repaired: bool, strict: bool) -> list[RawCa
     name = next((obj[k] for k in _NAME_KEYS if isinstance(obj.get(k), str)), "")
     if not name.strip():
         return None
-    arg_key = next((k for k in _ARG_KEYS if k in obj), None)
+    keys = [k for k in _ARG_KEYS if k in obj]
+    # Both `arguments` and `parameters` (Llama 3's key): the one that holds something wins, as
+    # in SGLang (`parameters or arguments`); vLLM takes `arguments` even when it is empty.
+    arg_key = next((k for k in keys if obj[k] not in (None, "", {})), keys[0] if keys else None)
     if strict and (arg_key is None or _is_schema(obj[arg_key])):
         return None
     args = obj[arg_key] if arg_key is not None else {}
@@ -105,14 +113,34 @@ def _is_schema(value: Any) -> bool:
 
 
 def json_calls(text: str, schemas: Schemas, strict: bool = False) -> list[RawCall] | None:
-    """Calls in one complete JSON (or almost-JSON, or pythonic) value's text."""
-    if not _may_be_call(text.strip(), schemas):
+    """Calls in one complete JSON (or almost-JSON, or pythonic) value's text.
+
+    Without `strict` (a marker vouches for the value) a list whose whole text cannot be read,
+    say for one item's `NaN`, is read item by item, and the readable calls are kept.
+    """
+    stripped = text.strip()
+    if not _may_be_call(stripped, schemas):
         return None
     parsed = loads_lenient(text)
     found = calls_from_value(parsed[0], parsed[1], schemas, strict) if parsed is not None else None
-    if found is None and text.lstrip().startswith("["):
-        return pythonic_calls(text)
+    if found is None and stripped.startswith("["):
+        found = pythonic_calls(stripped, schemas, strict)
+        if found is None and not strict:
+            found = _listed_calls(stripped, schemas)
     return found
+
+
+def _listed_calls(text: str, schemas: Schemas) -> list[RawCall] | None:
+    """The readable calls of a JSON list of objects, each read alone; None when there are none."""
+    calls: list[RawCall] = []
+    i = skip(text, 1)
+    while i < len(text) and text[i] == "{":
+        end = value_end(text, i)
+        if end is None:
+            break
+        calls.extend(json_calls(text[i:end], schemas) or [])
+        i = skip(text, end, ",")
+    return calls or None
 
 
 def _may_be_call(text: str, schemas: Schemas) -> bool:
@@ -188,54 +216,215 @@ def _string_at(text: str, i: int) -> str | None:
     return text[i + 1 : j - 1] if j > 0 else None
 
 
-def pythonic_calls(text: str) -> list[RawCall] | None:
-    """`[f(a=1), g(b='x')]` (or one bare call) -> calls; literals only, keywords only."""
-    try:
-        tree = ast.parse(text.strip(), mode="eval").body
-    except (SyntaxError, ValueError):
+def pythonic_calls(
+    text: str, schemas: Schemas | None = None, strict: bool = False
+) -> list[RawCall] | None:
+    """`[f(a=1), g(b='x')]`, one bare call, or calls one after another (OLMo 3 writes one a
+    line) -> calls: keyword arguments with literal values only.
+
+    Each call is read on its own. Python's literals, and JSON's `true`/`false`/`null` (OLMo 3,
+    vLLM reads them too); dotted names (`ns.tool(...)`, as vLLM reads them); raw newlines and
+    unescaped apostrophes inside a string, which Python refuses but a model writes. Not a call:
+    positional arguments, non-finite numbers (`1e999`), bytes, sets, expressions, and integers
+    with leading zeros (`007`): Python refuses them, and so do vLLM's and SGLang's pythonic
+    parsers (the call stays text, vLLM drops it from its list); guessing 7 or "007" would change
+    what the model wrote. With `strict` (no marker) every element must be a readable call;
+    without, a marker vouches for the list and an unreadable call is dropped, its siblings kept.
+    """
+    parts = _py_elements(text.strip())
+    if parts is None:
         return None
-    nodes = tree.elts if isinstance(tree, ast.List) else [tree]
     calls: list[RawCall] = []
-    for node in nodes:
-        call = _pythonic_call(node)
+    for part in parts:
+        call = _py_call_text(part, schemas)
         if call is None:
-            return None
+            if strict:
+                return None
+            continue
         calls.append(call)
     return calls or None
 
 
-def _pythonic_call(node: ast.expr) -> RawCall | None:
+def _py_elements(text: str) -> list[str] | None:
+    """The calls' texts of `[f(..), g(..)]`, or of `f(..)` and `g(..)` one after another (on
+    lines of their own, or `;` between), split string-aware; None when an element is not
+    `name(...)` (`[1, 2]`, `[sunny]`)."""
+    listed = text.startswith("[")
+    i = skip(text, 1) if listed else 0
+    parts: list[str] = []
+    while i < len(text):
+        if listed and text[i] == "]":
+            return parts if skip(text, i + 1) == len(text) else None
+        j = _name_end(text, i)
+        k = skip(text, j)
+        if j == i or k >= len(text) or text[k] != "(":
+            return None
+        end = value_end(text, k)
+        if end is None:
+            return None
+        parts.append(text[i:end])
+        i = skip(text, end, "," if listed else ";")
+    return None if listed else parts
+
+
+def _name_end(text: str, i: int) -> int:
+    """Where a dotted Python name starting at text[i] ends (i when none starts there)."""
+    if i >= len(text) or not (text[i].isalpha() or text[i] == "_"):
+        return i
+    j = i + 1
+    while j < len(text) and (text[j].isalnum() or text[j] in "_."):
+        j += 1
+    return j
+
+
+def _py_call_text(text: str, schemas: Schemas | None) -> RawCall | None:
+    """One call's text read as Python; only text Python refuses is mended (`_py_source`), so
+    `cmd='ls' + ' -la'` stays an expression, not one string."""
+    for source in (text, None):
+        try:
+            with warnings.catch_warnings():
+                # `'\d'` is kept as written; Python warns (Deprecation- before 3.12, then Syntax-)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.simplefilter("ignore", SyntaxWarning)
+                node = ast.parse(_py_source(text) if source is None else source, mode="eval")
+            return _pythonic_call(node.body, schemas)
+        except SyntaxError:
+            continue
+        except (ValueError, TypeError, MemoryError, RecursionError):
+            return None
+    return None
+
+
+# What may follow a backslash in a Python string; any other backslash is the model's own
+# (`C:\users`), doubled so that Python neither warns nor fails (`\us` is no `\uXXXX` escape).
+_PY_ESCAPES = frozenset("\\'\"abfnrtv01234567\n")
+_PY_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _py_source(text: str) -> str:
+    """One call's text with its plain strings made valid Python: raw newlines escaped, an
+    apostrophe inside '...' escaped (it closes the string only before `,)]}:`, as in
+    toolcalls.scan), unknown escapes kept literally. Prefixed and triple-quoted strings are
+    copied as they are."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c not in "'\"":
+            out.append(c)
+            i += 1
+            continue
+        triple = text.startswith(c * 3, i)
+        end = text.find(c * 3, i + 3) + 3 if triple else string_end(text, i)
+        if end < (3 if triple else 1):
+            out.append(text[i:])
+            break
+        prefixed = i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_")
+        body = text[i + 1 : end - 1]
+        out.append(text[i:end] if triple or prefixed else c + _py_body(body, c) + c)
+        i = end
+    return "".join(out)
+
+
+def _py_body(body: str, quote: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            out.append(c + nxt if _py_escape(body, i + 1) else "\\\\" + nxt)
+            i += 2
+            continue
+        out.append("\\n" if c == "\n" else "\\r" if c == "\r" else "\\" + c if c == quote else c)
+        i += 1
+    return "".join(out)
+
+
+def _py_escape(body: str, i: int) -> bool:
+    """Whether the backslash before body[i] starts a valid Python escape."""
+    c = body[i]
+    if c in _PY_HEX_ESCAPES:
+        digits = body[i + 1 : i + 1 + _PY_HEX_ESCAPES[c]]
+        return len(digits) == _PY_HEX_ESCAPES[c] and set(digits) <= _HEX
+    if c == "N":
+        return body.startswith("{", i + 1)
+    return c in _PY_ESCAPES
+
+
+def _pythonic_call(node: ast.expr, schemas: Schemas | None = None) -> RawCall | None:
     if not isinstance(node, ast.Call) or node.args:
         return None
-    func = node.func
-    if isinstance(func, ast.Attribute) and func.attr == "call" and isinstance(func.value, ast.Name):
-        name = func.value.id  # Llama built-in: brave_search.call(query="...")
-    elif isinstance(func, ast.Name):
-        name = func.id
-    else:
+    name = _dotted_name(node.func)
+    if name is None:
         return None
+    if name.endswith(".call") and not (schemas and name in schemas):
+        name = name[: -len(".call")]  # Llama built-in: brave_search.call(query="...")
     args: dict[str, Any] = {}
     for kw in node.keywords:
         if kw.arg is None:
-            return None
+            return None  # **kwargs
         try:
-            args[kw.arg] = ast.literal_eval(kw.value)
-        except (ValueError, SyntaxError, TypeError):
+            args[kw.arg] = _py_value(kw.value)
+        except _NotLiteral:
             return None
-    try:
-        compact(args)
-    except TypeError:
-        return None
     return (name, args, False)
+
+
+def _dotted_name(func: ast.expr) -> str | None:
+    """`tool` or `ns.tool` (vLLM keeps the dots); None for anything else (`f()()`, `a[0]`)."""
+    parts: list[str] = []
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if not isinstance(func, ast.Name):
+        return None
+    return ".".join([func.id, *reversed(parts)])
+
+
+class _NotLiteral(ValueError):
+    """A pythonic argument that is no JSON value."""
+
+
+_JSON_WORDS: dict[str, Any] = {"true": True, "false": False, "null": None}
+
+
+def _py_value(node: ast.expr) -> Any:
+    """A literal argument as its JSON value; raises _NotLiteral for anything JSON cannot hold."""
+    if isinstance(node, ast.Constant):
+        value = node.value
+        if value is None or isinstance(value, (str, bool, int)):
+            return value
+        if isinstance(value, float) and value - value == 0:  # inf - inf and nan are nan
+            return value
+        raise _NotLiteral(repr(value))  # bytes, complex, Ellipsis, inf, nan
+    if isinstance(node, ast.Name) and node.id in _JSON_WORDS:
+        return _JSON_WORDS[node.id]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_py_value(e) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        out: dict[str, Any] = {}
+        for key, item in zip(node.keys, node.values, strict=True):
+            k = _py_value(key) if key is not None else None  # None: `**mapping`
+            if not isinstance(k, str):
+                raise _NotLiteral("key")
+            out[k] = _py_value(item)
+        return out
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _py_value(node.operand)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return -value if isinstance(node.op, ast.USub) else value
+    raise _NotLiteral(type(node).__name__)
 
 
 # -- a parameter's text typed by its schema (XML-parameter formats: Qwen3-Coder, GLM, ...) -----
 #
 # A schema may allow several types (`"type": ["integer", "string"]`, `anyOf`, `oneOf`): the text
-# takes the first type, in the schema's order, that it fits, so "42" is 42 for ["integer",
-# "string"] but "42" for ["string", "integer"], and "2 dollars" is a string for both. A text that
-# fits none stays the raw string. The type names are the JSON Schema ones plus the aliases the
-# Qwen3-Coder parser of vLLM accepts (int, float, bool, str, dict, list...).
+# takes the first type, in the schema's order, that it fits, a string type last (every text fits
+# one), so "42" is 42 for ["integer", "string"] and for ["string", "integer"], and "2 dollars" is
+# a string for both. A text that fits none stays the raw string. The type names are the JSON
+# Schema ones plus the aliases the Qwen3-Coder parser of vLLM accepts (int, float, bool, str...).
 _STRING_KINDS = ("string", "str", "text", "varchar", "char", "enum")
 _INT_PREFIXES = ("int", "uint", "long", "short", "unsigned")
 _FLOAT_PREFIXES = ("num", "float", "double", "decimal")
@@ -398,20 +587,27 @@ def tool_props(schemas: Schemas, name: str) -> dict[str, Any]:
 
 
 def json_seq(s: str, i: int, ctx: Ctx, calls: list[RawCall], scan: Scan) -> int:
-    """Read `;`/space-separated JSON calls from s[i]; -1 when the first value is not a call."""
-    first, start = True, i
+    """Read `;`/space-separated JSON calls from s[i]; -1 when none of the values is a call.
+
+    The marker vouches for the values after it: one that is no readable call (a `NaN` in its
+    arguments, a broken quote) is dropped and the calls around it kept. The sequence ends at
+    the first value that does not close, and after its last readable call: values after that
+    stay text.
+    """
+    last_end = after = -1  # the last readable call's end, and past the separators after it
     while i < len(s) and s[i] in "{[":
         end = scan.value(i)
         if end is None:
             found, end = unclosed(s, i, ctx, scan)
+            if end is None:
+                break
         else:
             found = json_calls(s[i:end], ctx.schemas)
-        if not found or end is None:
-            return -1 if first else start
-        calls.extend(found)
-        first, start = False, end
         i = skip(s, end, ";,")
-    return i
+        if found:
+            calls.extend(found)
+            last_end, after = end, i
+    return after if after == i else last_end
 
 
 def unclosed(s: str, i: int, ctx: Ctx, scan: Scan) -> tuple[list[RawCall] | None, int | None]:
@@ -437,21 +633,31 @@ def bare_calls(text: str, schemas: Schemas) -> list[RawCall] | None:
     With no marker to vouch for them, the calls must be complete shapes (strict
     `calls_from_value`): a name alone, or a schema-like `parameters`, is data, not a call.
     """
+    calls, end = bare_run(text, skip(text, 0), schemas)
+    return calls if calls and skip(text, end, ";") == len(text) else None
+
+
+def bare_run(
+    text: str, i: int, schemas: Schemas, value: Callable[[int], int | None] | None = None
+) -> tuple[list[RawCall], int]:
+    """The complete calls to declared tools from text[i] on, one after another (whitespace, `;`,
+    a stray `</tool_call>` or end-of-turn tokens between them), and where the last item read
+    ends. It stops at anything else; `value` finds where a value opening at an index ends."""
+    ends = value or (lambda k: value_end(text, k))
     calls: list[RawCall] = []
-    i = skip(text, 0)
-    while i < len(text):
-        if text.startswith("</tool_call>", i):
-            i = skip(text, i + len("</tool_call>"), ";")
-            continue
-        if (after := past_end_tokens(text, i)) > i:
-            i = skip(text, after)
-            continue
-        if text[i] not in "{[":
-            return None
-        end = value_end(text, i)
-        found = json_calls(text[i:end], schemas, strict=True) if end else None
-        if not found or any(name not in schemas for name, _, _ in found):
-            return None
-        calls.extend(found)
-        i = skip(text, end or len(text), ";")
-    return calls or None
+    end = k = i
+    while k < len(text):
+        if text.startswith("</tool_call>", k):
+            end = k + len("</tool_call>")
+        elif text[k] == "<" and (after := past_end_tokens(text, k)) > k:  # all open with `<`
+            end = after
+        elif text[k] in "{[" and (v := ends(k)) is not None:
+            found = json_calls(text[k:v], schemas, strict=True)
+            if not found or any(name not in schemas for name, _, _ in found):
+                break
+            calls.extend(found)
+            end = v
+        else:
+            break
+        k = skip(text, end, ";")
+    return calls, end

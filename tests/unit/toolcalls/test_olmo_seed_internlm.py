@@ -85,9 +85,6 @@ def test_bare_function_tag_stays_qwen3_coder() -> None:
     assert rec is not None and rec.format == "qwen3_coder"
 
 
-@pytest.mark.xfail(strict=True, reason="values.pythonic_calls reads Python literals only; "
-                   "vLLM's olmo3 parser also takes JSON's true/false/null (issue 18, another "
-                   "engineer's change to values.py): drop this mark when it lands")
 def test_olmo3_reads_json_literals_in_python_calls() -> None:
     text = '<function_calls>search(query="x", exact=true, page=null)</function_calls>'
     content, calls, _ = run(text)
