@@ -13,9 +13,15 @@ from collections.abc import Callable
 
 # Reasoning blocks, whose text is never a call: `<think>` (Qwen3, DeepSeek R1, GLM, Kimi...),
 # Magistral's `[THINK]`, Seed-OSS's `<seed:think>`, Command R7B/A's `<|START_THINKING|>`,
-# Apertus' `<|inner_prefix|>`.
-THINK_CLOSE = ("</think>", "[/THINK]", "</seed:think>", "<|END_THINKING|>", "<|inner_suffix|>")
-THINK_OPEN = ("<think>", "[THINK]", "<seed:think>", "<|START_THINKING|>", "<|inner_prefix|>")
+# Apertus' `<|inner_prefix|>`, Kimi K3's `<|open|>think<|sep|>`.
+THINK_CLOSE = (
+    "</think>", "[/THINK]", "</seed:think>", "<|END_THINKING|>", "<|inner_suffix|>",
+    "<|close|>think<|sep|>",
+)  # fmt: skip
+THINK_OPEN = (
+    "<think>", "[THINK]", "<seed:think>", "<|START_THINKING|>", "<|inner_prefix|>",
+    "<|open|>think<|sep|>",
+)  # fmt: skip
 # Tool-call sections that end an open think block: Kimi K2 (Thinking) may begin its calls with
 # no `</think>` before them (the reasoning parsers of vLLM and SGLang end reasoning there).
 THINK_ENDERS = ("<|tool_calls_section_begin|>",)
@@ -105,6 +111,8 @@ def split_think(text: str, starts: re.Pattern[str] | None = None) -> tuple[str, 
             return text[:cut], text[cut:at], text[at:]
         k, closer = close
         if closer in THINK_ENDERS:
+            # The block's text stays as it is, whitespace and all: a stream relayed it as it
+            # came, before the section began.
             return text[:k], text[k:], ""
         cut = pos = k + len(closer)
 
@@ -187,7 +195,7 @@ class Scan:
 # Llama <|end_of_text|>, Qwen <|endoftext|>; Command R <|END_OF_TURN_TOKEN|>; Ling <|role_end|>.
 END_TOKENS = (
     "<|eom_id|>", "<|eot_id|>", "<|eom|>", "<|eot|>", "</s>", "<|im_end|>", "<|end|>",
-    "<|return|>", "<|call|>", "<｜end▁of▁sentence｜>", "<end_of_turn>",
+    "<|return|>", "<|call|>", "<｜end▁of▁sentence｜>", "<|end▁of▁sentence|>", "<end_of_turn>",
     "<start_function_response>", "<|observation|>", "<|end_of_text|>", "<|endoftext|>",
     "<|END_OF_TURN_TOKEN|>", "<|role_end|>",
 )  # fmt: skip

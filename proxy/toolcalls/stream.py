@@ -404,7 +404,8 @@ class StreamToolProcessor:
                 if close is None:
                     return held[: len(held) - self._overlap(held)]
                 state.in_think, state.at_tail_start, state.judged = False, True, -1
-                # A call section that ends the block is the call's marker: read on from it.
+                # A call section that ends the block is the call's marker: read on from it
+                # (the block's text, whitespace and all, was relayed as it came).
                 pos = close[0] + (0 if close[1] in THINK_ENDERS else len(close[1]))
                 continue
             if state.at_tail_start:

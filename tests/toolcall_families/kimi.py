@@ -120,4 +120,12 @@ CASES: list[Case] = [
     Case("kimi_k3_cut_off_stop",
          '<|open|>tools<|sep|><|open|>call tool="write_file" index="1"<|sep|>'
          '<|open|>argument key="path" type="string"<|sep|>a', None, [], None),
+    # K2-Thinking may go from reasoning to its calls without closing the block (THINK_ENDERS).
+    Case("kimi_k2_thinking_calls_in_an_unclosed_think", f"<think>I need the weather.\n{k2(ONE)}",
+         "<think>I need the weather.\n", ONE, "kimi_k2",
+         source="vLLM kimi_k2 reasoning parser: <|tool_calls_section_begin|> ends reasoning"),
+    Case("kimi_k3_think_block_then_calls",
+         f"<|open|>think<|sep|>Maybe {k3_call(*ONE[0])}?<|close|>think<|sep|>{k3(ONE)}",
+         f"<|open|>think<|sep|>Maybe {k3_call(*ONE[0])}?<|close|>think<|sep|>", ONE, "kimi_k3",
+         source=K3),
 ]
