@@ -23,9 +23,9 @@ import orjson
 from proxy.jsontext import compact
 from proxy.observe.events import TOOL_RECOVERED, Event
 from proxy.toolcalls.arguments import OK, REPAIRED, TRUNCATED, argument_event, repair_arguments
-from proxy.toolcalls.formats import CLOSERS, FALLBACK, FAMILIES, FENCE, triggers
-from proxy.toolcalls.scan import END_TOKENS, skip, split_think
-from proxy.toolcalls.spans import Ctx, RawCall, Schemas, Span
+from proxy.toolcalls.formats import CLOSERS, FALLBACK, FAMILIES, FENCE
+from proxy.toolcalls.scan import END_TOKENS, first_match, skip, split_think
+from proxy.toolcalls.spans import Ctx, Family, RawCall, Schemas, Span
 
 RECOVERED_PREFIX = "call_recovered_"  # the ids of recovered calls: call_recovered_0, ...
 
@@ -62,18 +62,35 @@ def tool_schemas(tools: list[dict[str, Any]] | None) -> Schemas:
     return out
 
 
+@dataclass(frozen=True)
+class _Starts:
+    """The markers of one tool set: one pattern for all, and for each marker the families
+    that may have a call there (a marker that begins another family's longer one, such as
+    `<|tool_call` and `<|tool_call|>`, names both)."""
+
+    pattern: re.Pattern[str]
+    owners: dict[str, tuple[Family, ...]]
+
+    def families(self, scan: str) -> list[Family]:
+        """The families whose markers occur in `scan`, in the registry's order."""
+        found = {m.group() for m in self.pattern.finditer(scan)}
+        owners = {f for marker in found for f in self.owners[marker]}
+        return [f for f in FAMILIES if f in owners]
+
+
 @lru_cache(maxsize=256)
-def _call_starts(names: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile("|".join(map(re.escape, triggers(names))))
+def _call_starts(names: tuple[str, ...]) -> _Starts:
+    by_family = [(family, family.triggers(names)) for family in FAMILIES]
+    markers = {t for _, ts in by_family for t in ts}
+    owners = {
+        m: tuple(f for f, ts in by_family if any(t.startswith(m) for t in ts)) for m in markers
+    }
+    return _Starts(re.compile(first_match(markers)), owners)
 
 
-def _may_hold_calls(scan: str, starts: re.Pattern[str]) -> bool:
-    """Whether a finder could find anything in `scan`: every marker form starts at a trigger
-    (the same list the stream holds text at, so a stream and a whole reply agree), and bare
-    calls need a reply that opens with `{` or `[`, or a fence."""
-    return (
-        scan[skip(scan, 0) :][:1] in ("{", "[") or FENCE in scan or starts.search(scan) is not None
-    )
+def _may_hold_bare(scan: str) -> bool:
+    """Whether bare calls could be in `scan`: a reply that opens with `{` or `[`, or a fence."""
+    return scan[skip(scan, 0) :][:1] in ("{", "[") or FENCE in scan
 
 
 def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | None:
@@ -83,26 +100,31 @@ def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | N
     call that never closes run to the end of the text. It defaults to True for callers that do
     not know yet; whole replies pass what the upstream said. Every recovered call names a
     declared tool: a marker form naming anything else is left as text.
+
+    Every marker form starts at a marker of its family (the list the stream holds text at, so
+    a stream and a whole reply agree): only the families whose markers occur are run, and a
+    reply with none, and no bare form, is prose, decided in one scan.
     """
     starts = _call_starts(tuple(schemas))
-    head, scan, rest = split_think(text, starts)
-    if not _may_hold_calls(scan, starts):
-        return None  # the usual reply: prose, decided in one scan instead of every finder's
-    best = _best_spans(scan, Ctx(schemas, truncated))
+    head, scan, rest = split_think(text, starts.pattern)
+    families = starts.families(scan)
+    if not families and not _may_hold_bare(scan):
+        return None
+    best = _best_spans(scan, Ctx(schemas, truncated), families)
     if not best:
         return None
     # A call that only a cut-off reply makes a call (it never closes) is the reply's last:
     # finding fewer calls when the reply is read as complete tells it was cut.
-    cut = truncated and _count(_best_spans(scan, Ctx(schemas, False))) < _count(best)
+    cut = truncated and _count(_best_spans(scan, Ctx(schemas, False), families)) < _count(best)
     best = _with_end_tokens(scan, best)
     calls = [c for sp in best for c in sp.calls]
     return Found(_remaining(head, scan, rest, best), calls, best[0].format, cut)
 
 
-def _best_spans(scan: str, ctx: Ctx) -> list[Span]:
+def _best_spans(scan: str, ctx: Ctx, families: list[Family]) -> list[Span]:
     """The spans of the family whose first call starts earliest (the fallback if none)."""
     best: list[Span] = []
-    for family in FAMILIES:
+    for family in families:
         spans = [sp for sp in family.find(scan, ctx) if all(c[0] in ctx.schemas for c in sp.calls)]
         if spans and (not best or spans[0].start < best[0].start):
             best = spans

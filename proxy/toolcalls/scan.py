@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 # Reasoning blocks, whose text is never a call: `<think>` (Qwen3, DeepSeek R1, GLM, Kimi...),
 # Magistral's `[THINK]`, Seed-OSS's `<seed:think>`, Command R7B/A's `<|START_THINKING|>`,
@@ -128,6 +129,30 @@ def _first_tag(text: str, pos: int, starts: re.Pattern[str] | None) -> tuple[int
 def _first_of(text: str, pos: int, tags: re.Pattern[str]) -> tuple[int, str] | None:
     m = tags.search(text, pos)
     return (m.start(), m.group()) if m is not None else None
+
+
+def first_match(strings: set[str]) -> str:
+    """A regex that matches where some string of `strings` begins (a trie, one branch per
+    character, ending at the shortest: only whether and where one matches is asked).
+
+    Not `"|".join(strings)`: `re` tries every alternative at every position whose character
+    opens one, and the markers of a tool set (a hundred, some opening with `c`, `t` or `a`
+    for each tool name) made that five times slower over prose than the trie."""
+    trie: dict[str, Any] = {}
+    for text in sorted(strings, key=len):
+        node = trie
+        for ch in text:
+            if node.get(ch) == {}:
+                break  # a shorter string already ends here: that match is enough
+            node = node.setdefault(ch, {})
+        else:
+            node.clear()  # ends here; longer strings through it add nothing
+
+    def branch(node: dict[str, Any]) -> str:
+        alts = [re.escape(ch) + (branch(child) if child else "") for ch, child in node.items()]
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    return branch(trie) if trie else "(?!)"
 
 
 class Next:

@@ -38,6 +38,7 @@ from proxy.toolcalls.scan import (
     THINK_CLOSE,
     THINK_ENDERS,
     THINK_OPEN,
+    first_match,
     past_end_tokens,
     value_end,
 )
@@ -75,26 +76,6 @@ class Markers:
     last_open_end: re.Pattern[str]
 
 
-def _first_match(strings: set[str]) -> str:
-    """A regex that matches where some string of `strings` begins (a trie, one branch per
-    character, ending at the shortest: only whether one matches is asked)."""
-    trie: dict[str, Any] = {}
-    for text in sorted(strings, key=len):
-        node = trie
-        for ch in text:
-            if node.get(ch) == {}:
-                break  # a shorter string already ends here: that match is enough
-            node = node.setdefault(ch, {})
-        else:
-            node.clear()  # ends here; longer strings through it add nothing
-
-    def branch(node: dict[str, Any]) -> str:
-        alts = [re.escape(ch) + (branch(child) if child else "") for ch, child in node.items()]
-        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
-
-    return branch(trie) if trie else "(?!)"
-
-
 @lru_cache(maxsize=256)
 def markers(names: tuple[str, ...], recover: bool) -> Markers:
     """The tables for streams declaring tools `names` (recovering calls or not)."""
@@ -108,10 +89,10 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
         triggers=marks,
         prefixes=frozenset(beginnings),
         longest=max((len(t) for t in tags), default=0),
-        anywhere=re.compile("|".join(map(re.escape, watched))),
+        anywhere=re.compile(first_match(set(watched))),
         starts=re.compile("[" + "".join(sorted({re.escape(t[0]) for t in tags})) + "]"),
         last_open_end=re.compile(
-            r"(?s:.*)(\A|\x00)(?:\s|" + _first_match({b[::-1] for b in beginnings}) + ")"
+            r"(?s:.*)(\A|\x00)(?:\s|" + first_match({b[::-1] for b in beginnings}) + ")"
         ),
     )
 
