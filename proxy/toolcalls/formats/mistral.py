@@ -1,6 +1,8 @@
-"""Mistral's calls: `[TOOL_CALLS]` followed by a JSON list (v3), or by `NAME[ARGS]{...}` /
-`NAME[CALL_ID]id[ARGS]{...}` (v11 and later, Magistral, Devstral). research/toolcall-formats.md,
-section 1.
+"""Mistral's calls: `[TOOL_CALLS]` followed by a JSON list (v3 tokenizer: Mistral 7B v0.3,
+Mixtral, Nemo), or by `NAME[ARGS]{...}` / `NAME[CALL_ID]id[ARGS]{...}` (v11 and later: Mistral
+Small 3.2, Magistral, Devstral), several calls one after another. Checked against vLLM's
+mistral_tool_parser.py and its tests, and llama.cpp's common/chat.cpp Mistral handlers;
+research/toolcall-formats.md, section 1.
 """
 
 from __future__ import annotations

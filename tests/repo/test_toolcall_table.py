@@ -1,0 +1,41 @@
+"""README's table of tool-call formats is true: every label the corpus expects is in it, with
+the number of corpus cases that expect it (tests/toolcall_corpus.py and tests/toolcall_families/),
+and every family of the registry has a docstring naming where it was checked."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+from proxy.toolcalls.formats import FAMILIES
+from tests.toolcall_corpus import CASES
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _table() -> dict[str, int]:
+    text = README.read_text()
+    start = text.index("| format (label) |")
+    rows = text[start : text.index("\n\n", start)].splitlines()[2:]
+    counts: dict[str, int] = {}
+    for row in rows:
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+        labels = re.findall(r"`([a-z0-9_]+)`", cells[0])
+        numbers = [0 if n.strip() == "-" else int(n) for n in cells[-1].split(",")]
+        assert len(labels) == len(numbers), row
+        counts.update(zip(labels, numbers, strict=True))
+    return counts
+
+
+def test_every_label_of_the_corpus_is_in_the_table_with_its_count() -> None:
+    corpus = Counter(c.format for c in CASES if c.format)
+    table = _table()
+    assert {k: v for k, v in table.items() if v} == dict(corpus)
+
+
+def test_every_family_module_says_what_it_reads_and_where_it_was_checked() -> None:
+    for family in FAMILIES:
+        doc = __import__(family.find.__module__, fromlist=["_"]).__doc__ or ""
+        assert "`" in doc, family.find.__module__  # its markers
+        assert re.search(r"template|\.py|\.jinja|\.cpp|\.go|research/", doc), family.find.__module__
