@@ -7,7 +7,6 @@ on adversarial replies, counted in steps (tests/steps.py)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from tests.toolcall_families import dsml as dsml_cases
 from tests.toolcall_families import minimax as mm_cases
 from tests.toolcall_families import step3 as step3_cases
 from tests.unit.toolcalls.test_recovery_linear_time import LINEAR, SMALL
-from tests.unit.toolcalls.whole_reply import run
+from tests.unit.toolcalls.whole_reply import repeated, run
 
 W = "｜"
 
@@ -301,26 +300,18 @@ ONE_BLOCK = [
 ]
 
 
-def _repeated(head: str, unit: str, finish: str) -> Callable[[int], Callable[[], object]]:
-    def make(size: int) -> Callable[[], object]:
-        text = head + unit * (size // len(unit) + 1)
-        return lambda: run(text, finish)
-
-    return make
-
-
 @pytest.mark.usefixtures("counted")
 @pytest.mark.parametrize("unit", ADVERSARIAL)
 @pytest.mark.parametrize("finish", ["stop", "length"])
 def test_adversarial_input_is_linear(unit: str, finish: str) -> None:
-    assert growth(_repeated("", unit, finish), SMALL) < LINEAR
+    assert growth(repeated(unit, finish), SMALL) < LINEAR
 
 
 @pytest.mark.usefixtures("counted")
 @pytest.mark.parametrize(("head", "unit"), ONE_BLOCK)
 @pytest.mark.parametrize("finish", ["stop", "length"])
 def test_one_long_block_is_linear(head: str, unit: str, finish: str) -> None:
-    assert growth(_repeated(head, unit, finish), SMALL) < LINEAR
+    assert growth(repeated(unit, finish, head), SMALL) < LINEAR
 
 
 @pytest.mark.parametrize("unit", ADVERSARIAL[:2] + ADVERSARIAL[4:6])

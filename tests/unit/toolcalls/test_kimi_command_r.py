@@ -14,8 +14,8 @@ import pytest
 from proxy.observe.events import ARGUMENTS
 from proxy.toolcalls.recovery import process_response, recover
 from tests.steps import growth
-from tests.unit.toolcalls.test_recovery_linear_time import LINEAR, SMALL, _repeated
-from tests.unit.toolcalls.whole_reply import TOOLS, run, stays_text
+from tests.unit.toolcalls.test_recovery_linear_time import LINEAR, SMALL
+from tests.unit.toolcalls.whole_reply import TOOLS, repeated, run, stays_text
 
 K2_CALL = "<|tool_call_begin|>functions.{}:0<|tool_call_argument_begin|>{}<|tool_call_end|>"
 K2_SECTION = "<|tool_calls_section_begin|>{}<|tool_calls_section_end|>"
@@ -153,7 +153,7 @@ ADVERSARIAL = [
 @pytest.mark.parametrize("unit", ADVERSARIAL)
 @pytest.mark.parametrize("finish", ["stop", "length"])
 def test_adversarial_input_is_linear(unit: str, finish: str) -> None:
-    assert growth(_repeated(unit, finish), SMALL) < LINEAR
+    assert growth(repeated(unit, finish), SMALL) < LINEAR
 
 
 @pytest.mark.usefixtures("counted")

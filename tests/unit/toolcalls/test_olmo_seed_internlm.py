@@ -4,14 +4,13 @@ cut off by max_tokens, what a truncated call becomes, and linear time on adversa
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import pytest
 
 from proxy.observe.events import ARGUMENTS
 from proxy.toolcalls.recovery import process_response, recover
 from tests.steps import growth
-from tests.unit.toolcalls.whole_reply import TOOLS, run, stays_text
+from tests.unit.toolcalls.whole_reply import TOOLS, repeated, run, stays_text
 
 WEATHER_CUT = {
     "olmo3": '<function_calls>get_weather(city="Par',
@@ -110,19 +109,11 @@ ADVERSARIAL = [
     "<seed:tool_call><function=",
     "<|action_start|><|plugin|>{ ",
 ]
-def _repeated(unit: str, finish: str) -> Callable[[int], Callable[[], object]]:
-    def make(size: int) -> Callable[[], object]:
-        text = unit * (size // len(unit) + 1)
-        return lambda: run(text, finish)
-
-    return make
-
-
 @pytest.mark.usefixtures("counted")
 @pytest.mark.parametrize("unit", ADVERSARIAL)
 @pytest.mark.parametrize("finish", ["stop", "length"])
 def test_adversarial_input_is_linear(unit: str, finish: str) -> None:
-    assert growth(_repeated(unit, finish), SMALL) < LINEAR
+    assert growth(repeated(unit, finish), SMALL) < LINEAR
 
 
 # Not the Seed-OSS units: a parameter that never closes ends at the next tag, as Qwen3-Coder's

@@ -10,7 +10,7 @@ import pytest
 
 from proxy.toolcalls import scan
 from tests.steps import growth
-from tests.unit.toolcalls.whole_reply import run
+from tests.unit.toolcalls.whole_reply import repeated, run
 
 # Steps are counted, not timed (tests/steps.py): a 0.5 s limit failed on a loaded 2-core machine
 # (issue 13, item 16). Linear work grows with the input, here 8 times; a quadratic scan grows
@@ -37,19 +37,11 @@ ADVERSARIAL = [
 ]
 
 
-def _repeated(unit: str, finish: str) -> Callable[[int], Callable[[], object]]:
-    def make(size: int) -> Callable[[], object]:
-        text = unit * (size // len(unit) + 1)
-        return lambda: run(text, finish)
-
-    return make
-
-
 @pytest.mark.usefixtures("counted")
 @pytest.mark.parametrize("unit", ADVERSARIAL)
 @pytest.mark.parametrize("finish", ["stop", "length"])
 def test_adversarial_input_is_linear(unit: str, finish: str) -> None:
-    assert growth(_repeated(unit, finish), SMALL) < LINEAR
+    assert growth(repeated(unit, finish), SMALL) < LINEAR
 
 
 @pytest.mark.usefixtures("counted")
@@ -72,7 +64,7 @@ def test_the_step_count_sees_a_quadratic_scan(monkeypatch: pytest.MonkeyPatch) -
         return scan.value_end(self.s, i) if end is None and limit < len(self.s) else end
 
     monkeypatch.setattr(scan.Scan, "value", unbounded)
-    assert growth(_repeated("<tool_call>{ oops ", "stop"), SMALL) > 4 * LINEAR
+    assert growth(repeated("<tool_call>{ oops ", "stop"), SMALL) > 4 * LINEAR
 
 
 def test_the_step_count_sees_a_repeated_search(
@@ -81,7 +73,7 @@ def test_the_step_count_sees_a_repeated_search(
     # And with Next's cache removed, each opener searches to the end for a close tag that never
     # comes: C-level work that only the counted searches show.
     monkeypatch.setattr(scan.Next, "at", lambda self, pos: self._find(pos))
-    assert growth(_repeated("<tool_call>{ oops ", "stop"), SMALL) > 2 * LINEAR
+    assert growth(repeated("<tool_call>{ oops ", "stop"), SMALL) > 2 * LINEAR
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ Coder, GLM) and Functionary finders."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from proxy.toolcalls.values import schema_type, typed_value
 from tests.steps import growth
 from tests.unit.toolcalls.test_recovery_linear_time import LINEAR, SMALL
-from tests.unit.toolcalls.whole_reply import run
+from tests.unit.toolcalls.whole_reply import repeated, run
 
 INT, NUM, STR = {"type": "integer"}, {"type": "number"}, {"type": "string"}
 
@@ -139,14 +138,6 @@ def test_literal_think_close_in_a_value_is_kept() -> None:
     assert _args(run(text)[1]) == [("search", {"query": "why </think>?"})]
 
 
-def _prefixed(prefix: str, unit: str, finish: str) -> Callable[[int], Callable[[], object]]:
-    def make(size: int) -> Callable[[], object]:
-        text = prefix + unit * (size // len(unit) + 1)
-        return lambda: run(text, finish)
-
-    return make
-
-
 @pytest.mark.usefixtures("counted")
 @pytest.mark.parametrize("finish", ["stop", "length"])
 @pytest.mark.parametrize(
@@ -167,4 +158,4 @@ def _prefixed(prefix: str, unit: str, finish: str) -> Callable[[int], Callable[[
     ],
 )
 def test_adversarial_input_is_linear(prefix: str, unit: str, finish: str) -> None:
-    assert growth(_prefixed(prefix, unit, finish), SMALL) < LINEAR
+    assert growth(repeated(unit, finish, prefix), SMALL) < LINEAR

@@ -3,6 +3,7 @@ recovery tests that check what is a call, where a value ends, and the scan's lin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from proxy.toolcalls.recovery import process_response, recover
@@ -39,3 +40,15 @@ def run(text: str, finish: str = "stop") -> Result:
 def stays_text(text: str, finish: str = "stop") -> None:
     assert run(text, finish) == (text, [], finish)
     assert recover(text, TOOLS, finish) is None
+
+
+def repeated(
+    unit: str, finish: str = "stop", head: str = ""
+) -> Callable[[int], Callable[[], object]]:
+    """For tests.steps.growth: a reply of `head` and `unit` repeated to a size, run whole."""
+
+    def make(size: int) -> Callable[[], object]:
+        text = head + unit * (size // len(unit) + 1)
+        return lambda: run(text, finish)
+
+    return make
