@@ -23,8 +23,8 @@ import orjson
 from proxy.jsontext import compact
 from proxy.observe.events import TOOL_RECOVERED, Event
 from proxy.toolcalls.arguments import OK, REPAIRED, TRUNCATED, argument_event, repair_arguments
-from proxy.toolcalls.formats import CLOSERS, FALLBACK, FAMILIES, FENCE, triggers
-from proxy.toolcalls.scan import END_TOKENS, skip, split_think
+from proxy.toolcalls.formats import CLOSERS, FALLBACK, FAMILIES, FENCE, LINE_OPEN, triggers
+from proxy.toolcalls.scan import END_TOKENS, split_think
 from proxy.toolcalls.spans import Ctx, RawCall, Schemas, Span
 
 RECOVERED_PREFIX = "call_recovered_"  # the ids of recovered calls: call_recovered_0, ...
@@ -70,9 +70,9 @@ def _call_starts(names: tuple[str, ...]) -> re.Pattern[str]:
 def _may_hold_calls(scan: str, starts: re.Pattern[str]) -> bool:
     """Whether a finder could find anything in `scan`: every marker form starts at a trigger
     (the same list the stream holds text at, so a stream and a whole reply agree), and bare
-    calls need a reply that opens with `{` or `[`, or a fence."""
+    calls need a `{` or `[` opening a line (the reply's first, or one after prose), or a fence."""
     return (
-        scan[skip(scan, 0) :][:1] in ("{", "[") or FENCE in scan or starts.search(scan) is not None
+        FENCE in scan or starts.search(scan) is not None or LINE_OPEN.search(scan) is not None
     )
 
 

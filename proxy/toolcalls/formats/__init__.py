@@ -57,6 +57,7 @@ CLOSERS = tuple(dict.fromkeys(c for family in FAMILIES for c in family.closers))
 FALLBACK = bare.find
 FENCE = bare.FENCE
 FENCE_INFO_MAX = bare.FENCE_INFO_MAX
+LINE_OPEN = bare.LINE_OPEN
 
 
 def triggers(names: Iterable[str]) -> list[str]:
