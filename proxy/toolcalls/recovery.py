@@ -23,8 +23,17 @@ import orjson
 from proxy.jsontext import compact
 from proxy.observe.events import TOOL_RECOVERED, Event
 from proxy.toolcalls.arguments import OK, REPAIRED, TRUNCATED, argument_event, repair_arguments
-from proxy.toolcalls.formats import CLOSERS, FALLBACK, FAMILIES, FENCE, LINE_OPEN, triggers
-from proxy.toolcalls.scan import END_TOKENS, split_think
+from proxy.toolcalls.formats import (
+    CLOSERS,
+    FALLBACK,
+    FAMILIES,
+    FENCE,
+    FRAMING,
+    LINE_OPEN,
+    openers,
+    triggers,
+)
+from proxy.toolcalls.scan import END_TOKENS, skip, split_think
 from proxy.toolcalls.spans import Ctx, RawCall, Schemas, Span
 
 RECOVERED_PREFIX = "call_recovered_"  # the ids of recovered calls: call_recovered_0, ...
@@ -67,13 +76,32 @@ def _call_starts(names: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(map(re.escape, triggers(names))))
 
 
-def _may_hold_calls(scan: str, starts: re.Pattern[str]) -> bool:
+@lru_cache(maxsize=256)
+def _openers(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(openers(names))
+
+
+def _may_hold_calls(scan: str, starts: re.Pattern[str], opens: tuple[str, ...]) -> bool:
     """Whether a finder could find anything in `scan`: every marker form starts at a trigger
-    (the same list the stream holds text at, so a stream and a whole reply agree), and bare
-    calls need a `{` or `[` opening a line (the reply's first, or one after prose), or a fence."""
+    (the same list the stream holds text at, so a stream and a whole reply agree) or at an
+    opener that opens the scan, and bare calls need a `{` or `[` opening a line (the reply's
+    first, or one after prose), or a fence."""
     return (
-        FENCE in scan or starts.search(scan) is not None or LINE_OPEN.search(scan) is not None
+        FENCE in scan
+        or starts.search(scan) is not None
+        or LINE_OPEN.search(scan) is not None
+        or scan.startswith(opens, skip(scan, 0))
     )
+
+
+def _unframed(scan: str) -> tuple[str, str | None]:
+    """`scan` without the template's framing it opens with (Functionary's `all\\n`), and the
+    framing dropped (None: none). Only at the scan's start, after whitespace: never mid-prose."""
+    k = skip(scan, 0)
+    for framing in FRAMING:
+        if scan.startswith(framing, k):
+            return scan[:k] + scan[k + len(framing) :], framing
+    return scan, None
 
 
 def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | None:
@@ -82,21 +110,30 @@ def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | N
     `truncated` says the reply may have been cut off (finish_reason "length"): only then may a
     call that never closes run to the end of the text. It defaults to True for callers that do
     not know yet; whole replies pass what the upstream said. Every recovered call names a
-    declared tool: a marker form naming anything else is left as text.
+    declared tool: a marker form naming anything else is left as text. A reply that opens with
+    a template's framing and holds no call is found with no calls: only its content changes.
     """
-    starts = _call_starts(tuple(schemas))
+    names = tuple(schemas)
+    starts = _call_starts(names)
     head, scan, rest = split_think(text, starts)
-    if not _may_hold_calls(scan, starts):
-        return None  # the usual reply: prose, decided in one scan instead of every finder's
-    best = _best_spans(scan, Ctx(schemas, truncated))
+    scan, framing = _unframed(scan)
+    best: list[Span] = []
+    if _may_hold_calls(scan, starts, _openers(names)):
+        best = _best_spans(scan, Ctx(schemas, truncated))
     if not best:
-        return None
+        # The usual reply, prose, is decided in one scan instead of every finder's.
+        return None if framing is None else _framed_only(head + scan + rest, framing)
     # A call that only a cut-off reply makes a call (it never closes) is the reply's last:
     # finding fewer calls when the reply is read as complete tells it was cut.
     cut = truncated and _count(_best_spans(scan, Ctx(schemas, False))) < _count(best)
     best = _with_end_tokens(scan, best)
     calls = [c for sp in best for c in sp.calls]
     return Found(_remaining(head, scan, rest, best), calls, best[0].format, cut)
+
+
+def _framed_only(content: str, framing: str) -> Found:
+    label = next(f.name for f in FAMILIES if framing in f.framing)
+    return Found(content if content.strip() else None, [], label)
 
 
 def _best_spans(scan: str, ctx: Ctx) -> list[Span]:
@@ -250,8 +287,11 @@ def _process_choice(choice: Any, schemas: Schemas, recover: bool, events: list[E
     if in_reasoning:
         text = reasoning_text(message)
     found = find_calls(text, schemas, finish == "length") if text is not None else None
-    if found is None:
+    if found is None or (in_reasoning and not found.calls):
         return choice
+    if not found.calls:
+        # Only the template's framing was dropped: the content changes, nothing else (4.1).
+        return {**choice, "message": {**message, "content": found.content}}
     calls, arg_events = build_calls(found.calls, finish, found.cut)
     events.append(recovered_event(len(calls), found.format, in_reasoning))
     events.extend(arg_events)

@@ -23,7 +23,7 @@ from typing import Any
 from proxy.jsontext import compact
 from proxy.observe.events import HOLDBACK_RELEASED, Event
 from proxy.toolcalls.arguments import argument_event, repair_arguments
-from proxy.toolcalls.formats import FENCE, FENCE_INFO_MAX, triggers
+from proxy.toolcalls.formats import FENCE, FENCE_INFO_MAX, FRAMING, openers, triggers
 from proxy.toolcalls.recovery import (
     REASONING_KEYS,
     Found,
@@ -73,6 +73,8 @@ class Markers:
     # marker's beginning (group 1 is the NUL or the start before it). See `StreamToolProcessor.
     # pass_texts`: one C-speed scan of a whole read's texts instead of a Python step for each.
     last_open_end: re.Pattern[str]
+    openers: tuple[str, ...]  # what a call may open a reply with, no marker (Family.openers)
+    framing: tuple[str, ...]  # a template's framing a reply may open with (Family.framing)
 
 
 def _first_match(strings: set[str]) -> str:
@@ -115,6 +117,8 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
         last_open_end=re.compile(
             r"(?s:.*)(\A|\x00)(?:\s|" + _first_match({b[::-1] for b in beginnings}) + ")"
         ),
+        openers=tuple(openers(names)) if recover else (),
+        framing=FRAMING if recover else (),
     )
 
 
@@ -140,6 +144,10 @@ class _Choice:
     fence_tail: bool = False  # the tail start being judged is a fence after prose
     fences_done: bool = False  # a fence was judged not a call: no later one can be (4.1)
     after_run: bool = False  # the tail judged is a complete run of calls: any word decides
+    opening: bool = True  # the tail start is the reply's start or right after a think block
+    # The framing dropped at the reply's start (Family.framing): where, in the text sent and
+    # held, and what, so the end reads the reply as it came.
+    dropped: tuple[int, str] | None = None
     given_up: bool = False
     native: list[_Call] = field(default_factory=list)
     finished: bool = False
@@ -408,10 +416,13 @@ class StreamToolProcessor:
                 if close is None:
                     return held[: len(held) - self._overlap(held)]
                 state.in_think, state.at_tail_start, state.judged = False, True, -1
+                state.opening = True
                 # A call section that ends the block is the call's marker: read on from it.
                 pos = close[0] + (0 if close[1] in THINK_ENDERS else len(close[1]))
                 continue
             if state.at_tail_start:
+                if state.opening and state.dropped is None and self._marks.framing:
+                    held = self._drop_framing(state, held, pos)
                 if self._still_possible(state, held, pos):
                     return held[:pos]
                 if state.fence_tail or held[pos:].lstrip().startswith("`"):
@@ -429,6 +440,7 @@ class StreamToolProcessor:
                 state.in_think, pos = True, at + len(tag)
             elif tag in THINK_CLOSE:
                 state.at_tail_start, state.judged, pos = True, -1, at + len(tag)
+                state.opening = True
             elif tag in (FENCE, _LINE):
                 # A fence after prose may hold the reply's one fenced call, and a `{` or `[`
                 # opening a line its one run of bare calls (4.1): judge it as a tail start,
@@ -438,6 +450,17 @@ class StreamToolProcessor:
             else:
                 state.triggered = True
                 return _rstrip_to(held, at, pos)
+
+    def _drop_framing(self, state: _Choice, held: str, pos: int) -> str:
+        """`held` without the framing the reply opens with at `pos` (after whitespace), as
+        recovery drops it (formats/functionary.py's `all\\n`); the held text itself changes."""
+        k = _skip_space(held, pos)
+        for framing in self._marks.framing:
+            if held.startswith(framing, k):
+                state.dropped = (sum(map(len, state.released)) + k, framing)
+                state.held = held = held[:k] + held[k + len(framing) :]
+                break
+        return held
 
     def _next_mark(self, state: _Choice, held: str, pos: int, lines: int) -> tuple[int, str] | None:
         """The first marker, think tag, fence or line-opening value in `held` from `pos`."""
@@ -467,7 +490,8 @@ class StreamToolProcessor:
                 if quiet:
                     state.judged = len(held) - pos
                 return True
-        verdict = self._judge(held[pos:])
+        verdict = self._judge(held[pos:], state.opening)
+        state.opening = state.opening and verdict in (_SPACE, _UNSURE)
         if verdict == _TO_END:
             # A run of calls, then prose on a line of its own: whether the run is the reply's
             # one run with no fence around it is known only at the end (formats/bare.py).
@@ -484,24 +508,35 @@ class StreamToolProcessor:
         state.fence_open = possible and _fence_line_open(held, pos)
         return verdict != _NO
 
-    def _judge(self, text: str) -> str:
+    def _judge(self, text: str, opening: bool = False) -> str:
         """Could `text` (a tail start) still be a bare or fenced call? `_SPACE` (whitespace so
         far), `_NO`, `_OPEN` (it may be), `_UNSURE` (it may be, and the next character may
         decide), `_COMPLETE` (a complete run of calls: what follows decides) or `_TO_END` (a
-        run, then prose on its own line: the end decides)."""
+        run, then prose on its own line: the end decides). At the reply's `opening`, what a
+        call or a framing may open a reply with is judged too (Family.openers, .framing)."""
         s = text.lstrip()
         if not s:
             return _SPACE
         if s[0] == "`":
             return self._judge_fence(s)
         if s[0] not in "{[":
-            return _NO
+            return self._judge_opener(s) if opening else _NO
         verdict, end = self._read_run(s, 0)
         if verdict != _COMPLETE or _skip_space(s, end, ";") == len(s):
             return verdict
         # The run is over: prose may follow it on a line of its own, not on the run's last line
         # (`{...} is how you would call it` is an example), as in values.bare_run's callers.
         return _TO_END if _ends_line(s, end) else _NO
+
+    def _judge_opener(self, s: str) -> str:
+        """`s` opens with an opener (a call: the end decides), or may still become one or a
+        framing (the next character may decide), or neither."""
+        marks = self._marks
+        if s.startswith(marks.openers):
+            return _TO_END
+        if len(s) < _UNSURE_MAX and any(o.startswith(s) for o in (*marks.openers, *marks.framing)):
+            return _UNSURE
+        return _NO
 
     def _read_run(self, s: str, i: int) -> tuple[str, int]:
         """Read calls one after another from s[i] (a `{` or `[`) as values.bare_run does:
@@ -651,13 +686,11 @@ class StreamToolProcessor:
             calls, finish = self._reasoning_calls(state, finish)
         elif state.held and self._recover and not state.given_up:
             sent = "".join(state.released)
-            found = find_calls(sent + state.held, self._schemas, finish == "length")
+            found = find_calls(_as_came(state, sent), self._schemas, finish == "length")
             if found is not None and (found.content or "").startswith(sent):
                 text = (found.content or "")[len(sent) :]
-                calls, arg_events = build_calls(found.calls, finish, found.cut)
-                self.events.append(recovered_event(len(calls), found.format))
-                self.events.extend(arg_events)
-                finish = finish_after(found)
+                calls = self._recovered(found, finish)
+                finish = finish_after(found) if calls else finish
         if calls and finish is None:
             # The upstream ended without a finish reason: the client still gets one (4.3).
             finish = "tool_calls"
@@ -674,6 +707,15 @@ class StreamToolProcessor:
             out.append(final)
         return out
 
+    def _recovered(self, found: Found, finish: str | None) -> list[dict[str, Any]]:
+        """The calls found in the text, their events noted (none when only framing was)."""
+        if not found.calls:
+            return []
+        calls, arg_events = build_calls(found.calls, finish, found.cut)
+        self.events.append(recovered_event(len(calls), found.format))
+        self.events.extend(arg_events)
+        return calls
+
     def _reasoning_calls(
         self, state: _Choice, finish: str | None
     ) -> tuple[list[dict[str, Any]], str | None]:
@@ -687,7 +729,8 @@ class StreamToolProcessor:
         return calls, finish_after(found)
 
     def _find_in_reasoning(self, state: _Choice, finish: Any) -> Found | None:
-        return find_calls("".join(state.reasoning or ()), self._schemas, finish == "length")
+        found = find_calls("".join(state.reasoning or ()), self._schemas, finish == "length")
+        return found if found is not None and found.calls else None  # framing alone: no call
 
     def _native_calls(self, state: _Choice, finish: str | None) -> list[dict[str, Any]]:
         ordered = sorted(
@@ -748,6 +791,16 @@ _UNSURE = "unsure"  # it may be, and the next character may decide
 _UNSURE_MAX = 256  # a tail judged unsure is judged again on every chunk up to this length
 # What may follow a complete call in a bare or fenced reply, seen while it may still be arriving.
 _CLOSERS = ("</tool_call>", *END_TOKENS)
+
+
+def _as_came(state: _Choice, sent: str) -> str:
+    """The choice's text as the upstream sent it: what went out and what is held, with the
+    framing the stream dropped put back."""
+    text = sent + state.held
+    if state.dropped is None:
+        return text
+    at, framing = state.dropped
+    return text[:at] + framing + text[at:]
 
 
 def _fence_line_open(held: str, pos: int) -> bool:
