@@ -143,7 +143,8 @@ def serve_parser() -> argparse.ArgumentParser:
         "--request-timeout",
         type=_positive_float,
         metavar="SECONDS",
-        help="total time for a whole (non-streamed) request to --upstream; default 600, 0 disables",
+        help="total time for a whole (non-streamed) request to --upstream; default 600, "
+        "0 disables",
     )
     p.add_argument(
         "--shutdown-grace",

@@ -57,7 +57,9 @@ class JobMaker:
             await upstream.detect_kind()
         return upstream
 
-    def chat(self, request: web.Request, rid: str, chat: dict[str, Any], upstream: Upstream) -> Job:
+    def chat(
+        self, request: web.Request, rid: str, chat: dict[str, Any], upstream: Upstream
+    ) -> Job:
         """The chat job for a front's translated request."""
         return self.make(
             request, rid, "chat", "/chat/completions", orjson.dumps(chat), chat, upstream

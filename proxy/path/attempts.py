@@ -112,7 +112,9 @@ class Pipeline:
         job.upstream_error = "interrupted by shutdown"
         try:
             if job.response is not None and job.response.prepared:
-                return await out.end_with_error(request, job, 503, message, "proxy_shutting_down")
+                return await out.end_with_error(
+                    request, job, 503, message, "proxy_shutting_down"
+                )
         except (out.ClientGone, ConnectionError):
             self._client_left(job)
             raise asyncio.CancelledError() from None

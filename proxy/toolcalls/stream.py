@@ -4,9 +4,13 @@ A stream cannot be recovered after the fact: by the time a reply turns out to ho
 first words are on the client's screen. So text is relayed as it comes, and only what could still
 become part of a call is held: a tail that could be the start of a marker, everything from a
 marker on, trailing whitespace (it goes with a call that follows it), a reply that opens with
-`{`, `[` or a fence until it can be judged, and a fence after prose until it can be judged (the
-reply's one fenced block may be its call). When the choice finishes, the held text goes through
-the same `find_calls` as a whole reply, so a stream and a whole response always agree.
+`{`, `[` or a fence until it can be judged, a fence or a line-opening `{`/`[` after prose until it
+can be judged (the reply's one fenced block, or its one run of bare calls, may be its call), a
+run of bare calls followed by prose to the end (only the whole reply tells whether it is the one
+run), and a reply's opening while it may still become a family's opener or framing
+(Functionary's `NAME\n{` and `all\n`, whose framing is dropped). When the choice finishes, the
+held text goes through the same `find_calls` as a whole reply, so a stream and a whole response
+always agree.
 
 Upstream tool-call fragments are reassembled (4.4) and relayed whole, arguments repaired, when the
 choice finishes: relaying them fragment by fragment would send arguments before they can be
