@@ -23,7 +23,7 @@ import orjson
 from proxy.jsontext import compact
 from proxy.observe.events import TOOL_RECOVERED, Event
 from proxy.toolcalls.arguments import OK, REPAIRED, TRUNCATED, argument_event, repair_arguments
-from proxy.toolcalls.formats import CLOSERS, FALLBACK, FAMILIES, FENCE
+from proxy.toolcalls.formats import CLOSERS, FALLBACK, FAMILIES, FENCE, FRAMING, LINE_OPEN
 from proxy.toolcalls.scan import END_TOKENS, first_match, skip, split_think
 from proxy.toolcalls.spans import Ctx, Family, RawCall, Schemas, Span
 
@@ -89,8 +89,37 @@ def _call_starts(names: tuple[str, ...]) -> _Starts:
 
 
 def _may_hold_bare(scan: str) -> bool:
-    """Whether bare calls could be in `scan`: a reply that opens with `{` or `[`, or a fence."""
-    return scan[skip(scan, 0) :][:1] in ("{", "[") or FENCE in scan
+    """Whether bare calls could be in `scan`: a `{` or `[` opening a line (the reply's first,
+    or one after prose), or a fence."""
+    return FENCE in scan or LINE_OPEN.search(scan) is not None
+
+
+@lru_cache(maxsize=256)
+def _openers(names: tuple[str, ...]) -> tuple[tuple[Family, tuple[str, ...]], ...]:
+    return tuple(
+        (family, tuple(family.opening(names))) for family in FAMILIES if family.openers
+    )
+
+
+def _families(scan: str, starts: _Starts, names: tuple[str, ...]) -> list[Family]:
+    """The families that may have a call in `scan`: those whose markers occur in it, and
+    those whose opener opens it (Functionary's `NAME\n{`, judged at the start only)."""
+    found = starts.families(scan)
+    k = skip(scan, 0)
+    opening = {f for f, opens in _openers(names) if scan.startswith(opens, k)}
+    if not opening:
+        return found
+    return [f for f in FAMILIES if f in opening or f in found]
+
+
+def _unframed(scan: str) -> tuple[str, str | None]:
+    """`scan` without the template's framing it opens with (Functionary's `all\\n`), and the
+    framing dropped (None: none). Only at the scan's start, after whitespace: never mid-prose."""
+    k = skip(scan, 0)
+    for framing in FRAMING:
+        if scan.startswith(framing, k):
+            return scan[:k] + scan[k + len(framing) :], framing
+    return scan, None
 
 
 def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | None:
@@ -99,26 +128,35 @@ def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | N
     `truncated` says the reply may have been cut off (finish_reason "length"): only then may a
     call that never closes run to the end of the text. It defaults to True for callers that do
     not know yet; whole replies pass what the upstream said. Every recovered call names a
-    declared tool: a marker form naming anything else is left as text.
+    declared tool: a marker form naming anything else is left as text. A reply that opens with
+    a template's framing and holds no call is found with no calls: only its content changes.
 
     Every marker form starts at a marker of its family (the list the stream holds text at, so
     a stream and a whole reply agree): only the families whose markers occur are run, and a
     reply with none, and no bare form, is prose, decided in one scan.
     """
-    starts = _call_starts(tuple(schemas))
+    names = tuple(schemas)
+    starts = _call_starts(names)
     head, scan, rest = split_think(text, starts.pattern)
-    families = starts.families(scan)
-    if not families and not _may_hold_bare(scan):
-        return None
-    best = _best_spans(scan, Ctx(schemas, truncated), families)
+    scan, framing = _unframed(scan)
+    families = _families(scan, starts, names)
+    best: list[Span] = []
+    if families or _may_hold_bare(scan):
+        best = _best_spans(scan, Ctx(schemas, truncated), families)
     if not best:
-        return None
+        # The usual reply, prose, is decided in one scan instead of every finder's.
+        return None if framing is None else _framed_only(head + scan + rest, framing)
     # A call that only a cut-off reply makes a call (it never closes) is the reply's last:
     # finding fewer calls when the reply is read as complete tells it was cut.
     cut = truncated and _count(_best_spans(scan, Ctx(schemas, False), families)) < _count(best)
     best = _with_end_tokens(scan, best)
     calls = [c for sp in best for c in sp.calls]
     return Found(_remaining(head, scan, rest, best), calls, best[0].format, cut)
+
+
+def _framed_only(content: str, framing: str) -> Found:
+    label = next(f.name for f in FAMILIES if framing in f.framing)
+    return Found(content if content.strip() else None, [], label)
 
 
 def _best_spans(scan: str, ctx: Ctx, families: list[Family]) -> list[Span]:
@@ -272,8 +310,11 @@ def _process_choice(choice: Any, schemas: Schemas, recover: bool, events: list[E
     if in_reasoning:
         text = reasoning_text(message)
     found = find_calls(text, schemas, finish == "length") if text is not None else None
-    if found is None:
+    if found is None or (in_reasoning and not found.calls):
         return choice
+    if not found.calls:
+        # Only the template's framing was dropped: the content changes, nothing else (4.1).
+        return {**choice, "message": {**message, "content": found.content}}
     calls, arg_events = build_calls(found.calls, finish, found.cut)
     events.append(recovered_event(len(calls), found.format, in_reasoning))
     events.extend(arg_events)

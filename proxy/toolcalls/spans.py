@@ -44,6 +44,13 @@ class Family:
     on, and a whole reply with none of any family's markers skips every finder. `closers` are
     the family's closing tags: one left over next to a recovered call (a stray `</tool_call>`
     whose opening tag the server ate) goes with the call, not into the content.
+
+    `openers` are templates (NAME as in `named`) a call of the family may open a reply with,
+    right at its start or after a think block, with no marker: Functionary v3.2's `NAME\n{`,
+    whose `>>>` the generation prompt wrote. They are judged there only, never looked for in
+    prose (a trigger that begins with a tool's name would hold every chunk ending in its first
+    letter). `framing` are texts a reply may open with there that are the template's, not the
+    model's words (Functionary's `all\n`): recovery drops them from the content.
     """
 
     name: str
@@ -51,7 +58,13 @@ class Family:
     markers: tuple[str, ...] = ()
     named: tuple[str, ...] = ()
     closers: tuple[str, ...] = ()
+    openers: tuple[str, ...] = ()
+    framing: tuple[str, ...] = ()
 
     def triggers(self, names: Iterable[str]) -> list[str]:
         """This family's markers for tools named `names`."""
         return [*self.markers, *(t.replace("NAME", n) for n in names for t in self.named)]
+
+    def opening(self, names: Iterable[str]) -> list[str]:
+        """This family's openers for tools named `names`."""
+        return [t.replace("NAME", n) for n in names for t in self.openers]

@@ -4,9 +4,13 @@ A stream cannot be recovered after the fact: by the time a reply turns out to ho
 first words are on the client's screen. So text is relayed as it comes, and only what could still
 become part of a call is held: a tail that could be the start of a marker, everything from a
 marker on, trailing whitespace (it goes with a call that follows it), a reply that opens with
-`{`, `[` or a fence until it can be judged, and a fence after prose until it can be judged (the
-reply's one fenced block may be its call). When the choice finishes, the held text goes through
-the same `find_calls` as a whole reply, so a stream and a whole response always agree.
+`{`, `[` or a fence until it can be judged, a fence or a line-opening `{`/`[` after prose until it
+can be judged (the reply's one fenced block, or its one run of bare calls, may be its call), a
+run of bare calls followed by prose to the end (only the whole reply tells whether it is the one
+run), and a reply's opening while it may still become a family's opener or framing
+(Functionary's `NAME\n{` and `all\n`, whose framing is dropped). When the choice finishes, the
+held text goes through the same `find_calls` as a whole reply, so a stream and a whole response
+always agree.
 
 Upstream tool-call fragments are reassembled (4.4) and relayed whole, arguments repaired, when the
 choice finishes: relaying them fragment by fragment would send arguments before they can be
@@ -23,7 +27,7 @@ from typing import Any
 from proxy.jsontext import compact
 from proxy.observe.events import HOLDBACK_RELEASED, Event
 from proxy.toolcalls.arguments import argument_event, repair_arguments
-from proxy.toolcalls.formats import FENCE, FENCE_INFO_MAX, triggers
+from proxy.toolcalls.formats import FENCE, FENCE_INFO_MAX, FRAMING, openers, triggers
 from proxy.toolcalls.recovery import (
     REASONING_KEYS,
     Found,
@@ -43,7 +47,7 @@ from proxy.toolcalls.scan import (
     value_end,
 )
 from proxy.toolcalls.spans import Schemas
-from proxy.toolcalls.values import bare_calls, json_calls
+from proxy.toolcalls.values import json_calls
 
 _TEMPLATE_KEYS = ("id", "object", "created", "model", "system_fingerprint", "service_tier")
 _JUDGE_CHARS = frozenset("}])`>;")
@@ -74,6 +78,8 @@ class Markers:
     # marker's beginning (group 1 is the NUL or the start before it). See `StreamToolProcessor.
     # pass_texts`: one C-speed scan of a whole read's texts instead of a Python step for each.
     last_open_end: re.Pattern[str]
+    openers: tuple[str, ...]  # what a call may open a reply with, no marker (Family.openers)
+    framing: tuple[str, ...]  # a template's framing a reply may open with (Family.framing)
 
 
 @lru_cache(maxsize=256)
@@ -89,11 +95,15 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
         triggers=marks,
         prefixes=frozenset(beginnings),
         longest=max((len(t) for t in tags), default=0),
-        anywhere=re.compile(first_match(set(watched))),
+        anywhere=re.compile(
+            "|".join([first_match(set(watched)), *([_LINE_AFTER.pattern] if recover else [])])
+        ),
         starts=re.compile("[" + "".join(sorted({re.escape(t[0]) for t in tags})) + "]"),
         last_open_end=re.compile(
             r"(?s:.*)(\A|\x00)(?:\s|" + first_match({b[::-1] for b in beginnings}) + ")"
         ),
+        openers=tuple(openers(names)) if recover else (),
+        framing=FRAMING if recover else (),
     )
 
 
@@ -118,6 +128,11 @@ class _Choice:
     fence_open: bool = False  # the tail is a fence whose first line has not ended yet
     fence_tail: bool = False  # the tail start being judged is a fence after prose
     fences_done: bool = False  # a fence was judged not a call: no later one can be (4.1)
+    after_run: bool = False  # the tail judged is a complete run of calls: any word decides
+    opening: bool = True  # the tail start is the reply's start or right after a think block
+    # The framing dropped at the reply's start (Family.framing): where, in the text sent and
+    # held, and what, so the end reads the reply as it came.
+    dropped: tuple[int, str] | None = None
     given_up: bool = False
     native: list[_Call] = field(default_factory=list)
     finished: bool = False
@@ -379,148 +394,221 @@ class StreamToolProcessor:
         """The prefix of `state.held` that can go to the client now; updates the scan state."""
         held = state.held
         pos = 0
+        lines = 0  # where a line-opening value may begin a tail (past one judged not a call)
         while True:
             if state.in_think:
                 close = _first(held, _THINK_ENDS, pos)
                 if close is None:
                     return held[: len(held) - self._overlap(held)]
                 state.in_think, state.at_tail_start, state.judged = False, True, -1
+                state.opening = True
                 # A call section that ends the block is the call's marker: read on from it
                 # (the block's text, whitespace and all, was relayed as it came).
                 pos = close[0] + (0 if close[1] in THINK_ENDERS else len(close[1]))
                 continue
             if state.at_tail_start:
+                if state.opening and state.dropped is None and self._marks.framing:
+                    held = self._drop_framing(state, held, pos)
                 if self._still_possible(state, held, pos):
                     return held[:pos]
                 if state.fence_tail or held[pos:].lstrip().startswith("`"):
                     state.fences_done = True
                 state.at_tail_start, state.fence_tail, state.judged = False, False, -1
+                lines = _skip_space(held, pos) + 1  # its own `{` starts no other tail
             if self._marks.anywhere.search(held, pos) is None:
                 # The usual chunk of prose: no marker in it at all (one scan for all of them).
                 return _rstrip_to(held, len(held) - self._overlap(held), pos)
-            marks = [
-                m
-                for m in (
-                    _first(held, self._triggers, pos),
-                    _first(held, THINK_OPEN, pos),
-                    _first(held, THINK_CLOSE, pos),
-                    None if state.fences_done else _first(held, (FENCE,), pos),
-                )
-                if m is not None
-            ]
-            if not marks:
+            mark = self._next_mark(state, held, pos, max(pos, lines))
+            if mark is None:
                 return _rstrip_to(held, len(held) - self._overlap(held), pos)
-            at, tag = min(marks)
+            at, tag = mark
             if tag in THINK_OPEN:
                 state.in_think, pos = True, at + len(tag)
             elif tag in THINK_CLOSE:
                 state.at_tail_start, state.judged, pos = True, -1, at + len(tag)
-            elif tag == FENCE:
-                # A fence after prose may hold the reply's one fenced call (4.1): judge it as a
-                # tail start, with the whitespace before it, which goes with a call.
+                state.opening = True
+            elif tag in (FENCE, _LINE):
+                # A fence after prose may hold the reply's one fenced call, and a `{` or `[`
+                # opening a line its one run of bare calls (4.1): judge it as a tail start,
+                # with the whitespace before it, which goes with a call.
                 pos = len(_rstrip_to(held, at, pos))
-                state.at_tail_start, state.fence_tail, state.judged = True, True, -1
+                state.at_tail_start, state.fence_tail, state.judged = True, tag == FENCE, -1
             else:
                 state.triggered = True
                 return _rstrip_to(held, at, pos)
 
+    def _drop_framing(self, state: _Choice, held: str, pos: int) -> str:
+        """`held` without the framing the reply opens with at `pos` (after whitespace), as
+        recovery drops it (formats/functionary.py's `all\\n`); the held text itself changes."""
+        k = _skip_space(held, pos)
+        for framing in self._marks.framing:
+            if held.startswith(framing, k):
+                state.dropped = (sum(map(len, state.released)) + k, framing)
+                state.held = held = held[:k] + held[k + len(framing) :]
+                break
+        return held
+
+    def _next_mark(self, state: _Choice, held: str, pos: int, lines: int) -> tuple[int, str] | None:
+        """The first marker, think tag, fence or line-opening value in `held` from `pos`."""
+        marks = [
+            m
+            for m in (
+                _first(held, self._triggers, pos),
+                _first(held, THINK_OPEN, pos),
+                _first(held, THINK_CLOSE, pos),
+                # After a fence judged not a call, no fenced block or bare run can be one: the
+                # prose around them holds a fence (formats/bare.py).
+                None if state.fences_done else _first(held, (FENCE,), pos),
+                None if state.fences_done else _line_open(held, lines),
+            )
+            if m is not None
+        ]
+        return min(marks) if marks else None
+
     def _still_possible(self, state: _Choice, held: str, pos: int) -> bool:
         # Re-judging only when a character that can close a value arrived keeps a long held
-        # call linear instead of quadratic.
+        # call linear instead of quadratic. After a complete run, any word decides.
         if state.judged >= 0 and not state.fence_open:
             grown = len(held) - pos - state.judged
-            quiet = not _JUDGE_CHARS.intersection(held[pos + state.judged :])
+            new = held[pos + state.judged :]
+            quiet = not _JUDGE_CHARS.intersection(new) and not (state.after_run and new.strip())
             if quiet or (state.judged >= _SMALL_HOLD and grown < state.judged // 8):
                 if quiet:
                     state.judged = len(held) - pos
                 return True
-        verdict = self._judge(held[pos:])
-        state.judged = len(held) - pos if verdict else -1
+        verdict = self._judge(held[pos:], state.opening)
+        state.opening = state.opening and verdict in (_SPACE, _UNSURE)
+        if verdict == _TO_END:
+            # A run of calls, then prose on a line of its own: whether the run is the reply's
+            # one run with no fence around it is known only at the end (formats/bare.py).
+            state.triggered = True
+            return True
+        possible = verdict in (_OPEN, _COMPLETE, _UNSURE)
+        # Unsure: the next character may decide (a first key closing, a name's value): judged
+        # again on every chunk while the tail is short, then like any held value.
+        unsure = verdict == _UNSURE and len(held) - pos < _UNSURE_MAX
+        state.judged = len(held) - pos if possible and not unsure else -1
+        state.after_run = verdict == _COMPLETE
         # Until a fence's first line ends, any character may decide it (`json` then a newline
         # then `{`, or prose): judge again on every chunk, which the line's bound keeps cheap.
-        state.fence_open = bool(verdict) and _fence_line_open(held, pos)
-        return verdict is not False
+        state.fence_open = possible and _fence_line_open(held, pos)
+        return verdict != _NO
 
-    def _judge(self, text: str) -> bool | None:
-        """Could `text` (a tail start) still be a bare or fenced call? None: whitespace so far."""
+    def _judge(self, text: str, opening: bool = False) -> str:
+        """Could `text` (a tail start) still be a bare or fenced call? `_SPACE` (whitespace so
+        far), `_NO`, `_OPEN` (it may be), `_UNSURE` (it may be, and the next character may
+        decide), `_COMPLETE` (a complete run of calls: what follows decides) or `_TO_END` (a
+        run, then prose on its own line: the end decides). At the reply's `opening`, what a
+        call or a framing may open a reply with is judged too (Family.openers, .framing)."""
         s = text.lstrip()
         if not s:
-            return None
+            return _SPACE
         if s[0] == "`":
             return self._judge_fence(s)
         if s[0] not in "{[":
-            return False
-        i = 0
-        while True:
-            while i < len(s) and (s[i].isspace() or s[i] == ";"):
-                i += 1
-            if i == len(s):
-                return True
-            if s.startswith("</tool_call>", i):
-                i += len("</tool_call>")
-                continue
-            if (after := past_end_tokens(s, i)) > i:
-                i = after  # <|eot_id|> after Llama's JSON call, and the like
-                continue
-            if any(tag.startswith(s[i:]) for tag in _CLOSERS):
-                return True
-            if s[i] not in "{[":
-                return False
-            if not self._may_open_a_call(s, i):
-                return False
-            end = value_end(s, i)
-            if end is None:
-                return True
-            found = json_calls(s[i:end], self._schemas)
-            if not found or any(name not in self._schemas for name, _, _ in found):
-                return False
-            i = end
+            return self._judge_opener(s) if opening else _NO
+        verdict, end = self._read_run(s, 0)
+        if verdict != _COMPLETE or _skip_space(s, end, ";") == len(s):
+            return verdict
+        # The run is over: prose may follow it on a line of its own, not on the run's last line
+        # (`{...} is how you would call it` is an example), as in values.bare_run's callers.
+        return _TO_END if _ends_line(s, end) else _NO
 
-    def _may_open_a_call(self, s: str, i: int) -> bool:
+    def _judge_opener(self, s: str) -> str:
+        """`s` opens with an opener (a call: the end decides), or may still become one or a
+        framing (the next character may decide), or neither."""
+        marks = self._marks
+        if s.startswith(marks.openers):
+            return _TO_END
+        if len(s) < _UNSURE_MAX and any(o.startswith(s) for o in (*marks.openers, *marks.framing)):
+            return _UNSURE
+        return _NO
+
+    def _read_run(self, s: str, i: int) -> tuple[str, int]:
+        """Read calls one after another from s[i] (a `{` or `[`) as values.bare_run does:
+        (`_OPEN`, _) while the text ends inside the run, (`_NO`, _) when a value in it is no
+        call, (`_COMPLETE`, end) when the run's last item ends at `end` and something else, or
+        nothing yet, follows."""
+        end = i
+        while True:
+            k = _skip_space(s, end, ";")
+            if k == len(s):
+                return _COMPLETE, end
+            if s.startswith("</tool_call>", k):
+                end = k + len("</tool_call>")
+                continue
+            if (after := past_end_tokens(s, k)) > k:
+                end = after  # <|eot_id|> after Llama's JSON call, and the like
+                continue
+            if any(tag.startswith(s[k:]) for tag in _CLOSERS):
+                return _UNSURE, end  # an end token may be arriving: its next character decides
+            if s[k] not in "{[":
+                return _COMPLETE, end
+            opens = self._may_open_a_call(s, k)
+            if not opens:
+                return (_NO if opens is False else _UNSURE), end
+            v = value_end(s, k)
+            if v is None:
+                return _OPEN, end
+            if not self._declared_calls(s[k:v]):
+                return _NO, end
+            end = v
+
+    def _declared_calls(self, value: str) -> bool:
+        """Whether a complete value is calls to declared tools, as values.bare_run reads it."""
+        found = json_calls(value, self._schemas, strict=True)
+        return bool(found) and all(name in self._schemas for name, _, _ in found or ())
+
+    def _may_open_a_call(self, s: str, i: int) -> bool | None:
         """Decide early on JSON answers: an object whose first key no call has, or an array of
-        anything but objects (or pythonic names), is text, however long it grows."""
+        anything but objects (or pythonic calls), is text, however long it grows. None while
+        the text so far cannot tell (the first key or the name still arriving)."""
         j = _skip_space(s, i + 1)
         if j == len(s):
-            return True
+            return None
         if s[i] == "[":
             if s[j] != "{":
-                return s[j].isalpha() or s[j] == "_"  # `[f(a=1)]` pythonic; `[1, 2]` is data
+                return _may_be_pythonic(s, j)  # `[f(a=1)]`; `[1, 2]`, `[note]` are text
             end = value_end(s, j)
             if end is not None:  # the first element is whole: it decides for the array
-                return bool(json_calls(s[j:end], self._schemas))
+                return self._declared_calls(s[j:end])
             i, j = j, _skip_space(s, j + 1)
             if j == len(s):
-                return True
+                return None
         key = _first_key(s, j)
+        if key is None:
+            return None
         if key == "name":
             name = _string_value(s, j)
-            return name is None or name in self._schemas
-        return key is None or key in _FIRST_KEYS or key in self._schemas
+            return None if name is None else name in self._schemas
+        return key in _FIRST_KEYS or key in self._schemas
 
-    def _judge_fence(self, s: str) -> bool:
+    def _judge_fence(self, s: str) -> str:
         """Could `s`, a tail opening with a backtick, still be the reply's one fenced call?
 
-        The same rules as toolcalls._fenced, decided as early as the text allows: the first
-        line is a short info string, the block's text must open like a call, and a second
-        fence after the block makes it an example.
+        The same rules as formats/bare.py's `_fenced`, decided as early as the text allows: the
+        first line is a short info string, the block's text must open like calls, read
+        string-aware (a fence inside their arguments closes nothing), the closing fence follows
+        them, and a second fence after the block makes it an example.
         """
-        if len(s) < 3:
-            return FENCE.startswith(s)
-        if not s.startswith(FENCE):
-            return False
+        if len(s) < len(FENCE) or not s.startswith(FENCE):
+            return _OPEN if FENCE.startswith(s) else _NO
         nl = s.find("\n")
-        if nl < 0:
-            return len(s) <= len(FENCE) + FENCE_INFO_MAX and "`" not in s[len(FENCE) :]
-        close = s.find(FENCE, len(FENCE))
-        if 0 <= close < nl or nl - len(FENCE) > FENCE_INFO_MAX:
-            return False
-        if close < 0:
-            # Still open: its text so far must be able to begin calls (a trailing "`" or "``"
-            # may be the closing fence arriving).
-            return self._judge(s[nl + 1 :].rstrip("`")) is not False
-        if s.find(FENCE, close + len(FENCE)) >= 0:
-            return False
-        return bare_calls(s[nl + 1 : close], self._schemas) is not None
+        info = s[len(FENCE) : nl if nl >= 0 else len(s)]
+        if len(info) > FENCE_INFO_MAX or FENCE in info:
+            return _NO
+        i = _skip_space(s, nl + 1) if nl >= 0 else len(s)
+        if i == len(s):
+            return _OPEN
+        if s[i] not in "{[":
+            return _NO
+        verdict, end = self._read_run(s, i)
+        if verdict != _COMPLETE:
+            return verdict
+        close = _skip_space(s, end, ";")
+        if not s.startswith(FENCE, close):
+            return _OPEN if FENCE.startswith(s[close:]) else _NO
+        return _NO if FENCE in s[close + len(FENCE) :] else _OPEN
 
     def _overlap(self, text: str) -> int:
         """How many characters at the end of `text` could begin a marker (the longest such)."""
@@ -584,13 +672,11 @@ class StreamToolProcessor:
             calls, finish = self._reasoning_calls(state, finish)
         elif state.held and self._recover and not state.given_up:
             sent = "".join(state.released)
-            found = find_calls(sent + state.held, self._schemas, finish == "length")
+            found = find_calls(_as_came(state, sent), self._schemas, finish == "length")
             if found is not None and (found.content or "").startswith(sent):
                 text = (found.content or "")[len(sent) :]
-                calls, arg_events = build_calls(found.calls, finish, found.cut)
-                self.events.append(recovered_event(len(calls), found.format))
-                self.events.extend(arg_events)
-                finish = finish_after(found)
+                calls = self._recovered(found, finish)
+                finish = finish_after(found) if calls else finish
         if calls and finish is None:
             # The upstream ended without a finish reason: the client still gets one (4.3).
             finish = "tool_calls"
@@ -607,6 +693,15 @@ class StreamToolProcessor:
             out.append(final)
         return out
 
+    def _recovered(self, found: Found, finish: str | None) -> list[dict[str, Any]]:
+        """The calls found in the text, their events noted (none when only framing was)."""
+        if not found.calls:
+            return []
+        calls, arg_events = build_calls(found.calls, finish, found.cut)
+        self.events.append(recovered_event(len(calls), found.format))
+        self.events.extend(arg_events)
+        return calls
+
     def _reasoning_calls(
         self, state: _Choice, finish: str | None
     ) -> tuple[list[dict[str, Any]], str | None]:
@@ -620,7 +715,8 @@ class StreamToolProcessor:
         return calls, finish_after(found)
 
     def _find_in_reasoning(self, state: _Choice, finish: Any) -> Found | None:
-        return find_calls("".join(state.reasoning or ()), self._schemas, finish == "length")
+        found = find_calls("".join(state.reasoning or ()), self._schemas, finish == "length")
+        return found if found is not None and found.calls else None  # framing alone: no call
 
     def _native_calls(self, state: _Choice, finish: str | None) -> list[dict[str, Any]]:
         ordered = sorted(
@@ -671,8 +767,26 @@ class StreamToolProcessor:
 
 
 _OPEN_LINE_MAX = len(FENCE) + FENCE_INFO_MAX + 64
+# A `{` or `[` opening a line after prose (formats/bare.LINE_OPEN, its newline in the text), and
+# its tag among the marks: it sorts after every marker, so a marker opening with `[` wins a tie.
+_LINE_AFTER = re.compile(r"\n[ \t]*[{\[]")
+_LINE = "\uffffline"
+# The judge's verdicts on a tail start (`StreamToolProcessor._judge`).
+_SPACE, _NO, _OPEN, _COMPLETE, _TO_END = "space", "no", "open", "complete", "to_end"
+_UNSURE = "unsure"  # it may be, and the next character may decide
+_UNSURE_MAX = 256  # a tail judged unsure is judged again on every chunk up to this length
 # What may follow a complete call in a bare or fenced reply, seen while it may still be arriving.
 _CLOSERS = ("</tool_call>", *END_TOKENS)
+
+
+def _as_came(state: _Choice, sent: str) -> str:
+    """The choice's text as the upstream sent it: what went out and what is held, with the
+    framing the stream dropped put back."""
+    text = sent + state.held
+    if state.dropped is None:
+        return text
+    at, framing = state.dropped
+    return text[:at] + framing + text[at:]
 
 
 def _fence_line_open(held: str, pos: int) -> bool:
@@ -705,10 +819,36 @@ def _rstrip_to(text: str, end: int, floor: int) -> str:
     return text[:k]
 
 
-def _skip_space(s: str, j: int) -> int:
-    while j < len(s) and s[j].isspace():
+def _skip_space(s: str, j: int, chars: str = "") -> int:
+    while j < len(s) and (s[j].isspace() or s[j] in chars):
         j += 1
     return j
+
+
+def _line_open(held: str, start: int) -> tuple[int, str] | None:
+    """The first `{` or `[` opening a line in `held` after `start` (its newline at or after
+    `start`), tagged `_LINE`."""
+    m = _LINE_AFTER.search(held, start)
+    return None if m is None else (m.end() - 1, _LINE)
+
+
+def _ends_line(s: str, i: int) -> bool:
+    """Whether only spaces stand between s[i] and the line's end (formats/bare.py's rule)."""
+    while i < len(s) and s[i] in " \t\r":
+        i += 1
+    return i == len(s) or s[i] == "\n"
+
+
+def _may_be_pythonic(s: str, j: int) -> bool | None:
+    """Whether `s[j:]`, after a list's `[`, can still open a pythonic call: a dotted name, then
+    `(` (values.pythonic_calls); None while the name may still be arriving."""
+    if not (s[j].isalpha() or s[j] == "_"):
+        return False
+    k = j + 1
+    while k < len(s) and (s[k].isalnum() or s[k] in "_."):
+        k += 1
+    k = _skip_space(s, k)
+    return None if k == len(s) else s[k] == "("
 
 
 def _string_value(s: str, j: int) -> str | None:

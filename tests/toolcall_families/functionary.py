@@ -3,8 +3,10 @@
 
 v3.2 from meetkai-functionary-medium-v3.2.jinja (llama.cpp models/templates) and llama.cpp's
 test-chat cases ("all\\nHello, world!\\nnono\\nWhat's up?>>>special_function\\n{...}"). Its
-generation prompt ends with `>>>`, so a reply's first block comes without it: that form is not
-recovered yet (formats/functionary.py says why). v3.1 from
+generation prompt ends with `>>>`, so a reply's first block comes without it: `NAME\\n{json}` (a
+call, at the reply's start only) or `all\\ntext`, whose `all\\n` is dropped from the content as
+llama.cpp's common_chat_parse_functionary_v3_2 drops it (replies that are only framed text, no
+call, are in tests/unit/toolcalls/test_functionary.py). v3.1 from
 meetkai-functionary-medium-v3.1.jinja: calls back to back, then `<|eom_id|>`.
 """
 
@@ -32,11 +34,27 @@ _V32 = [
     Case("functionary_two", _v32(TWO), None, TWO, "functionary", source=V32),
     Case("functionary_think", f"{THINK}\n\n{_v32(TWO)}", THINK, TWO, "functionary",
          source=V32),
-    # The words before the calls keep their `all\n` framing: the stream has relayed it before
-    # a call can be known (formats/functionary.py).
+    # The words before the calls lose their `all\n` framing, as llama.cpp reads them.
     Case("functionary_all_then_calls",
          "all\nHello, world!\nnono\nWhat's up?" + _v32(ONE) + "\n",
-         "all\nHello, world!\nnono\nWhat's up?", ONE, "functionary", source=V32),
+         "Hello, world!\nnono\nWhat's up?", ONE, "functionary", source=V32),
+    Case("functionary_framed_all_then_call", ">>>all\nLet me check." + _v32(ONE),
+         PROSE, ONE, "functionary", source=V32),
+    # The reply's first block with no `>>>` (the generation prompt wrote it).
+    Case("functionary_opening_call", _v32(ONE)[3:], None, ONE, "functionary", source=V32),
+    Case("functionary_opening_two", _v32(TWO)[3:], None, TWO, "functionary", source=V32),
+    Case("functionary_opening_then_all", _v32(ONE)[3:] + ">>>all\nI'll report back.",
+         "I'll report back.", ONE, "functionary", source=V32),
+    Case("functionary_opening_after_think", f"{THINK}\n\n{_v32(TWO)[3:]}", THINK, TWO,
+         "functionary", source=V32),
+    Case("functionary_opening_eot", 'get_time\n{"tz": "UTC"}<|eot_id|>', None,
+         [("get_time", {"tz": "UTC"})], "functionary", source=V32),
+    # Words after the opening call stay content, as after any block (llama.cpp reads on after
+    # the JSON).
+    Case("functionary_opening_then_prose", 'search\n{"query": "x"} is how it is called.',
+         "is how it is called.", [("search", {"query": "x"})], "functionary", source=V32),
+    Case("functionary_opening_nested", _v32([("run", _NESTED)])[3:], None, [("run", _NESTED)],
+         "functionary", source=V32),
     Case("functionary_prose", f"{PROSE}{_v32(TWO)}", PROSE, TWO, "functionary", source=V32),
     # A `>>>all\n` block after a call: its framing goes with the call, its text stays.
     Case("functionary_all_after_call", _v32(ONE) + ">>>all\nI'll report back.",
@@ -61,8 +79,16 @@ _V32 = [
 ]
 
 _V32_NEGATIVE = [
-    Case("functionary_text_only_reply", "all\nHello, world!\nWhat's up?", None, [], None,
+    # Framing only at the reply's start: "all good" is words.
+    Case("functionary_all_good", "all good, thanks!", None, [], None, source=V32),
+    Case("functionary_all_mid_prose", "Fine, thanks.\nall\nof it.", None, [], None,
          source=V32),
+    Case("functionary_opening_undeclared", 'delete_all\n{"force": true}', None, [], None,
+         source=V32),
+    Case("functionary_opening_cut_off_stop", 'get_weather\n{"city": "Par', None, [], None,
+         source=V32),
+    Case("functionary_opening_name_then_prose", "get_weather\nis the tool for that.", None, [],
+         None, source=V32),
     Case("functionary_python_repl_prose",
          "In the REPL:\n>>> get_weather('Paris')\n{'city': 'Paris'}\n>>> 1 + 1\n2", None, [],
          None),
@@ -71,8 +97,6 @@ _V32_NEGATIVE = [
          source=V32),
     Case("functionary_cut_off_stop", '>>>get_weather\n{"city": "Par', None, [], None,
          source=V32),
-    Case("functionary_bare_name_then_prose", 'search\n{"query": "x"} is how it is called.',
-         None, [], None),
     Case("functionary_bare_name_mid_reply", 'I would run\nsearch\n{"query": "x"}', None, [],
          None),
 ]

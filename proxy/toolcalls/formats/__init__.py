@@ -57,6 +57,9 @@ CLOSERS = tuple(dict.fromkeys(c for family in FAMILIES for c in family.closers))
 FALLBACK = bare.find
 FENCE = bare.FENCE
 FENCE_INFO_MAX = bare.FENCE_INFO_MAX
+LINE_OPEN = bare.LINE_OPEN
+# What a reply may open with that is a template's framing, not the model's words (Family.framing).
+FRAMING = tuple(dict.fromkeys(f for family in FAMILIES for f in family.framing))
 
 
 def triggers(names: Iterable[str]) -> list[str]:
@@ -64,3 +67,10 @@ def triggers(names: Iterable[str]) -> list[str]:
     tools named `names` (a Schemas dict will do)."""
     names = tuple(names)
     return [t for family in FAMILIES for t in family.triggers(names)]
+
+
+def openers(names: Iterable[str]) -> list[str]:
+    """Literal strings a call span may open a reply with (at its start or after a think block)
+    with no marker, for tools named `names` (Family.openers)."""
+    names = tuple(names)
+    return [t for family in FAMILIES for t in family.opening(names)]

@@ -69,7 +69,9 @@ def _fenced(s: str, schemas: Schemas) -> list[Span]:
 
 
 # A `{` or `[` opening a line (after indentation), and the `[` of a pythonic list or JSON array.
-_LINE_OPEN = re.compile(r"^[ \t]*[{\[]", re.MULTILINE)
+# recovery._may_hold_calls and the stream (a line-opening value after prose is a tail to judge)
+# look for LINE_OPEN too, so the three agree on where a run may start.
+LINE_OPEN = re.compile(r"^[ \t]*[{\[]", re.MULTILINE)
 _LIST_OPEN = re.compile(r"\[\s*(?:\{|[A-Za-z_][\w.]*\s*\()")
 
 
@@ -134,7 +136,7 @@ class _LineValues:
         self._last: tuple[int, int | None] = (-1, None)
 
     def _find(self, pos: int) -> int:
-        m = _LINE_OPEN.search(self.s, pos)
+        m = LINE_OPEN.search(self.s, pos)
         return m.end() - 1 if m else -1
 
     def value(self, i: int) -> int | None:

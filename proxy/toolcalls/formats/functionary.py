@@ -13,11 +13,13 @@ Calls start at `>>>NAME` (NAME a declared tool: `>>>` alone is common in Python 
 block one span, so an undeclared recipient among them leaves the others. A `>>>all\\n` block after
 a call is the template's framing: it goes with the call, and its text stays content.
 
-Not read here, for want of stream support (formats must start at a trigger, and a trigger that
-begins with a tool's name would hold every chunk ending in its first letter): the generation
-prompt ends with `>>>`, so a reply's first block arrives without it, as `NAME\\n{json}` or as
-`all\\ntext`; that call stays text, and the `all\\n` (or `>>>all\\n`) opening a reply stays in
-content.
+The generation prompt ends with `>>>`, so a reply's first block arrives without it: `NAME\\n{json}`
+(a call, read only at the reply's start or right after a think block: the family's opener, as
+llama.cpp's `function_regex_start_only` reads it, the `{` right after the newline) or `all\\ntext`
+(words). That `all\\n`, or a `>>>all\\n` opening the reply, is the family's framing: recovery
+drops it from the content, as llama.cpp's common_chat_parse_functionary_v3_2 does (`all\\n` at
+the start matches its start-only regex, and the `all` recipient is content); never mid-prose,
+so a reply "all good" stays as it is.
 """
 
 from __future__ import annotations
@@ -51,6 +53,24 @@ def _block(s: str, start: int, ctx: Ctx, scan: Scan) -> tuple[int, RawCall] | No
     i = skip(s, i)
     if i >= len(s) or s[i] != "{":
         return None  # a recipient with no JSON object: text (Functionary's raw python is not read)
+    return _arguments(s, name, i, ctx, scan)
+
+
+def _opening(s: str, ctx: Ctx, scan: Scan) -> Span | None:
+    """The reply's first block, `NAME\\n{json}` with no `>>>` (the prompt wrote it), NAME a
+    declared tool and the `{` right after the newline."""
+    start = skip(s, 0)
+    found = _recipient(s, start, scan.limit(start))
+    if found is None or found[0] not in ctx.schemas or not s.startswith("{", found[1]):
+        return None
+    call = _arguments(s, found[0], found[1], ctx, scan)
+    if call is None:
+        return None
+    return Span(start, _after(s, call[0]), [call[1]], "functionary")
+
+
+def _arguments(s: str, name: str, i: int, ctx: Ctx, scan: Scan) -> tuple[int, RawCall] | None:
+    """The call to `name` whose JSON object opens at s[i], and where it ends."""
     end = scan.value(i)
     if end is None:
         if not (ctx.truncated and scan.limit(i) == len(s)):
@@ -66,9 +86,10 @@ def _after(s: str, end: int) -> int:
 
 
 def _find(s: str, ctx: Ctx) -> list[Span]:
-    spans: list[Span] = []
     scan = Scan(s, _SEP, None)
-    p = s.find(_SEP)
+    first = _opening(s, ctx, scan) if ctx.schemas else None
+    spans: list[Span] = [first] if first else []
+    p = s.find(_SEP, first.end if first else 0)
     while p >= 0:
         found = _block(s, p, ctx, scan)
         if found is None:
@@ -80,4 +101,10 @@ def _find(s: str, ctx: Ctx) -> list[Span]:
     return spans
 
 
-FAMILY = Family("functionary", _find, named=(">>>NAME",))
+FAMILY = Family(
+    "functionary",
+    _find,
+    named=(">>>NAME",),
+    openers=("NAME\n{",),
+    framing=(_ALL, _ALL[len(_SEP) :]),
+)
