@@ -52,6 +52,7 @@ from proxy.toolcalls.values import json_calls
 _TEMPLATE_KEYS = ("id", "object", "created", "model", "system_fingerprint", "service_tier")
 _JUDGE_CHARS = frozenset("}])`>;")
 _THINK_ENDS = (*THINK_CLOSE, *THINK_ENDERS)
+_REASONING_KEYS = frozenset(REASONING_KEYS)
 # Keys a call object can open with (BEHAVIOUR 4.1's shapes and their common variants), besides a
 # declared tool's own name: a JSON reply whose first key is none of these is an answer, not a call.
 _FIRST_KEYS = frozenset({
@@ -286,7 +287,9 @@ class StreamToolProcessor:
         index = choice.get("index", 0)
         if not isinstance(index, int):
             index = 0  # servers send ints; anything else is read as the first choice
-        state = self._choices.setdefault(index, _Choice(index))
+        state = self._choices.get(index)
+        if state is None:  # not setdefault: that would build a _Choice for every chunk
+            state = self._choices[index] = _Choice(index)
         delta = choice.get("delta")
         if not isinstance(delta, dict):
             delta = {}
@@ -300,7 +303,7 @@ class StreamToolProcessor:
         if isinstance(content, str) and content and not state.given_up:
             text_out = self._push_text(state, content)
             changed = changed or text_out != content
-        if self._recover and state.reasoning is not None:
+        if self._recover and state.reasoning is not None and _REASONING_KEYS & delta.keys():
             self._keep_reasoning(state, delta)
         finish = choice.get("finish_reason")
         needs_final = finish is not None and self._needs_final(state, finish)
