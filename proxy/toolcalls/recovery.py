@@ -24,7 +24,15 @@ from proxy.jsontext import compact
 from proxy.observe.events import TOOL_RECOVERED, Event
 from proxy.toolcalls.arguments import OK, REPAIRED, TRUNCATED, argument_event, repair_arguments
 from proxy.toolcalls.formats import CLOSERS, FALLBACK, FAMILIES, FENCE, FRAMING, LINE_OPEN
-from proxy.toolcalls.scan import END_TOKENS, first_match, skip, split_think
+from proxy.toolcalls.scan import (
+    END_TOKENS,
+    THINK_CLOSE,
+    THINK_ENDERS,
+    THINK_OPEN,
+    first_match,
+    skip,
+    split_think,
+)
 from proxy.toolcalls.spans import Ctx, Family, RawCall, Schemas, Span
 
 RECOVERED_PREFIX = "call_recovered_"  # the ids of recovered calls: call_recovered_0, ...
@@ -65,27 +73,39 @@ def tool_schemas(tools: list[dict[str, Any]] | None) -> Schemas:
 @dataclass(frozen=True)
 class _Starts:
     """The markers of one tool set: one pattern for all, and for each marker the families
-    that may have a call there (a marker that begins another family's longer one, such as
-    `<|tool_call` and `<|tool_call|>`, names both)."""
+    that may have a call there, by their place in the registry (a marker that begins another
+    family's longer one, such as `<|tool_call` and `<|tool_call|>`, names both)."""
 
     pattern: re.Pattern[str]
-    owners: dict[str, tuple[Family, ...]]
+    owners: dict[str, tuple[int, ...]]
+    # Anything that could make a reply more than prose: a marker, a think tag, a fence or a
+    # line that opens a value; a reply with none of them (and no opener or framing at its
+    # start) is decided in this one scan.
+    anything: re.Pattern[str]
+    opens: tuple[str, ...]
 
     def families(self, scan: str) -> list[Family]:
         """The families whose markers occur in `scan`, in the registry's order."""
         found = {m.group() for m in self.pattern.finditer(scan)}
-        owners = {f for marker in found for f in self.owners[marker]}
-        return [f for f in FAMILIES if f in owners]
+        if not found:
+            return []  # the usual reply
+        # Places, not the families themselves: hashing a frozen dataclass hashes its fields.
+        places = {k for marker in found for k in self.owners[marker]}
+        return [FAMILIES[k] for k in sorted(places)]
 
 
 @lru_cache(maxsize=256)
 def _call_starts(names: tuple[str, ...]) -> _Starts:
-    by_family = [(family, family.triggers(names)) for family in FAMILIES]
-    markers = {t for _, ts in by_family for t in ts}
+    by_family = [family.triggers(names) for family in FAMILIES]
+    markers = {t for ts in by_family for t in ts}
     owners = {
-        m: tuple(f for f, ts in by_family if any(t.startswith(m) for t in ts)) for m in markers
+        m: tuple(k for k, ts in enumerate(by_family) if any(t.startswith(m) for t in ts))
+        for m in markers
     }
-    return _Starts(re.compile(first_match(markers)), owners)
+    tags = {*markers, *THINK_OPEN, *THINK_CLOSE, *THINK_ENDERS, FENCE}
+    anything = re.compile(first_match(tags) + "|" + LINE_OPEN.pattern, LINE_OPEN.flags)
+    opens = (*FRAMING, *(t for family in FAMILIES for t in family.opening(names)))
+    return _Starts(re.compile(first_match(markers)), owners, anything, opens)
 
 
 def _may_hold_bare(scan: str) -> bool:
@@ -95,9 +115,9 @@ def _may_hold_bare(scan: str) -> bool:
 
 
 @lru_cache(maxsize=256)
-def _openers(names: tuple[str, ...]) -> tuple[tuple[Family, tuple[str, ...]], ...]:
+def _openers(names: tuple[str, ...]) -> tuple[tuple[int, tuple[str, ...]], ...]:
     return tuple(
-        (family, tuple(family.opening(names))) for family in FAMILIES if family.openers
+        (k, tuple(family.opening(names))) for k, family in enumerate(FAMILIES) if family.openers
     )
 
 
@@ -106,10 +126,10 @@ def _families(scan: str, starts: _Starts, names: tuple[str, ...]) -> list[Family
     those whose opener opens it (Functionary's `NAME\n{`, judged at the start only)."""
     found = starts.families(scan)
     k = skip(scan, 0)
-    opening = {f for f, opens in _openers(names) if scan.startswith(opens, k)}
+    opening = [place for place, opens in _openers(names) if scan.startswith(opens, k)]
     if not opening:
         return found
-    return [f for f in FAMILIES if f in opening or f in found]
+    return [f for k, f in enumerate(FAMILIES) if k in opening or any(f is g for g in found)]
 
 
 def _unframed(scan: str) -> tuple[str, str | None]:
@@ -137,6 +157,8 @@ def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | N
     """
     names = tuple(schemas)
     starts = _call_starts(names)
+    if starts.anything.search(text) is None and not text.startswith(starts.opens, skip(text, 0)):
+        return None  # the usual reply: prose, decided in one scan
     head, scan, rest = split_think(text, starts.pattern)
     scan, framing = _unframed(scan)
     families = _families(scan, starts, names)

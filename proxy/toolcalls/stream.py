@@ -52,7 +52,10 @@ from proxy.toolcalls.values import json_calls
 _TEMPLATE_KEYS = ("id", "object", "created", "model", "system_fingerprint", "service_tier")
 _JUDGE_CHARS = frozenset("}])`>;")
 _THINK_ENDS = (*THINK_CLOSE, *THINK_ENDERS)
-_REASONING_KEYS = frozenset(REASONING_KEYS)
+
+
+def _has_reasoning(delta: dict[str, Any]) -> bool:
+    return "reasoning_content" in delta or "reasoning" in delta  # REASONING_KEYS, unrolled
 # Keys a call object can open with (BEHAVIOUR 4.1's shapes and their common variants), besides a
 # declared tool's own name: a JSON reply whose first key is none of these is an answer, not a call.
 _FIRST_KEYS = frozenset({
@@ -296,14 +299,13 @@ class StreamToolProcessor:
         fragments = delta.get("tool_calls")
         content = delta.get("content")
         changed = bool(fragments)
-        for frag in fragments or []:
-            if isinstance(frag, dict):
-                self._assemble(state, frag)
+        if fragments:
+            self._assemble_all(state, fragments)
         text_out: str | None = content
         if isinstance(content, str) and content and not state.given_up:
             text_out = self._push_text(state, content)
             changed = changed or text_out != content
-        if self._recover and state.reasoning is not None and _REASONING_KEYS & delta.keys():
+        if self._recover and state.reasoning is not None and _has_reasoning(delta):
             self._keep_reasoning(state, delta)
         finish = choice.get("finish_reason")
         needs_final = finish is not None and self._needs_final(state, finish)
@@ -315,6 +317,11 @@ class StreamToolProcessor:
         if text_out:
             rest["content"] = text_out
         return self._changed_choice(state, choice, chunk, rest, finish, needs_final)
+
+    def _assemble_all(self, state: _Choice, fragments: Any) -> None:
+        for frag in fragments if isinstance(fragments, list) else ():
+            if isinstance(frag, dict):
+                self._assemble(state, frag)
 
     def _changed_choice(
         self,
