@@ -90,10 +90,12 @@ CASES: list[Case] = [
     _case("literal_close_in_value", _block(f'{INV}"write_file">\n{P}"path" string="true">d.md{PE}\n'
           f'{P}"content" string="true">End tags with {PE} and {IE} here.{PE}\n{IE}\n'), None,
           [("write_file", {"path": "d.md", "content": f"End tags with {PE} and {IE} here."})]),
+    # The bad invoke's text stays; its sibling is recovered.
     _case("undeclared_sibling", _block(invoke("delete_all", {"x": "1"}) + invoke(*TWO[1])),
-          None, TWO[1:]),
+          invoke("delete_all", {"x": "1"}).strip(), TWO[1:]),
     _case("broken_sibling", _block(f'{INV}"get_weather"\n{P}"city" string="true">Paris{PE}\n{IE}\n'
-          + invoke(*TWO[1])), None, TWO[1:]),
+          + invoke(*TWO[1])), f'{INV}"get_weather"\n{P}"city" string="true">Paris{PE}\n{IE}',
+          TWO[1:]),
     _case("no_parameters", _block(f'{INV}"get_time">\n{IE}\n'), None, [("get_time", {})]),
     _case("union_type_text", _block(f'{INV}"pay">\n{P}"amount" string="false">2 dollars{PE}\n'
           f"{IE}\n"), None, [("pay", {"amount": "2 dollars"})], tools=PAY),

@@ -94,13 +94,14 @@ CASES: list[Case] = [
     _case("literal_tags_in_value", _call("write_file", _p("path", "m.md")
           + _p("content", f"Write {_p('k', 'v')} tags.")), None,
           [("write_file", {"path": "m.md", "content": f"Write {_p('k', 'v')} tags."})]),
-    # One undeclared or broken invoke does not take its valid siblings with it.
+    # One undeclared or broken invoke does not take its valid siblings with it, and its text
+    # stays (nothing is lost), as in every family.
     _case("undeclared_sibling", OPEN + invoke("delete_all", {"x": "1"}) + invoke(*UTC[0]) + CLOSE,
-          None, UTC),
+          invoke("delete_all", {"x": "1"}).strip(), UTC),
     _case("broken_sibling", f'{OPEN}<invoke name="">\n{_p("x", "1")}</invoke>\n'
-          + invoke(*UTC[0]) + CLOSE, None, UTC),
+          + invoke(*UTC[0]) + CLOSE, f'<invoke name="">\n{_p("x", "1")}</invoke>', UTC),
     _case("junk_between_invokes", OPEN + invoke(*ONE[0]) + "OOPS stray text\n" + invoke(*TWO[1])
-          + CLOSE, None, TWO),
+          + CLOSE, "OOPS stray text", TWO),
     _case("single_quoted_names", f"{OPEN}<invoke name='get_time'>\n<parameter name='tz'>UTC"
           f"</parameter>\n</invoke>\n{CLOSE}", None, UTC),
     # ["string", "integer"]: text that is no integer stays a string.

@@ -97,10 +97,13 @@ CASES: list[Case] = [
     _case("literal_close_in_value", render([("write_file", {"path": "x.xml",
           "content": "<a></steptml:parameter> b</a>"})]), None,
           [("write_file", {"path": "x.xml", "content": "<a></steptml:parameter> b</a>"})]),
+    # The bad entry's text stays; its sibling is recovered.
     _case("undeclared_sibling", block(entry("delete_all", _p("x", "1")), entry("get_time",
-          _p("tz", "UTC"))), None, UTC),
+          _p("tz", "UTC"))), entry("delete_all", _p("x", "1")).strip(), UTC),
     _case("broken_sibling", block(f"{_tok('tool_call_begin')}function{_tok('tool_sep')}"
-          f"get_weather{_tok('tool_call_end')}", entry("get_time", _p("tz", "UTC"))), None, UTC),
+          f"get_weather{_tok('tool_call_end')}", entry("get_time", _p("tz", "UTC"))),
+          f"{_tok('tool_call_begin')}function{_tok('tool_sep')}get_weather{_tok('tool_call_end')}",
+          UTC),
     _case("union_type_text", render([("pay", {"amount": "2 dollars"})]), None,
           [("pay", {"amount": "2 dollars"})], tools=PAY),
     # The special tokens stripped by the server: `function` and the bare invoke remain.

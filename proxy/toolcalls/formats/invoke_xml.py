@@ -26,8 +26,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.toolcalls.formats.blocks import Item, wrapped_spans
 from proxy.toolcalls.scan import Next, skip
-from proxy.toolcalls.spans import Ctx, RawCall, Span
+from proxy.toolcalls.spans import Ctx, Span
 from proxy.toolcalls.values import tool_props, typed_value
 
 # A tag's attributes end within this many characters of its name (tool names are at most 64).
@@ -255,14 +256,18 @@ def past_tokens(s: str, i: int, tokens: Sequence[str]) -> int:
 
 def read_block(
     s: str, p: int, limit: int, ctx: Ctx, block: Block, typer: Typer
-) -> tuple[list[RawCall], int] | None:
-    """The calls of the block opening at s[p] and where the block ends, or None when it holds
-    no call (a marker in prose, undeclared tools only, a call cut off while finish was "stop")."""
+) -> tuple[list[Item], int] | None:
+    """The invokes of the block opening at s[p], one item each, and where the block ends; None
+    when it never closes (a marker in prose, a call cut off while finish was "stop").
+
+    An invoke naming an undeclared tool is an item with no call, and a broken one no item at
+    all: either way its text stays, and its valid siblings are still recovered
+    (formats/blocks.py), as in every family."""
     reader = Reader(s, block.tags, limit)
     call_start = block.call_open[0] if block.call_open else block.tags.invoke
     starts = Next(lambda q: s.find(call_start, q, limit))
     closes = Next(lambda q: s.find(block.close, q, limit))
-    calls: list[RawCall] = []
+    items: list[Item] = []
     i, end = p + len(block.open), -1
     while True:
         i = skip(s, i)
@@ -273,15 +278,20 @@ def read_block(
         opens = j >= 0 and s.startswith(block.tags.invoke, j)
         inv = read_invoke(s, j, reader, ctx.truncated) if opens else None
         if inv is not None and accepted(inv, s, ctx.truncated):
-            i = end = _after_call(s, inv.end, block.call_close)
-            if inv.name in ctx.schemas:
-                calls.append((inv.name, typer(inv.name, inv.params, ctx), False))
+            start, i = i, _after_call(s, inv.end, block.call_close)
+            end = i
+            declared = inv.name in ctx.schemas
+            call = (inv.name, typer(inv.name, inv.params, ctx), False) if declared else None
+            items.append(Item(start, i, [call] if call else []))
             continue
-        # A broken invoke, or text between invokes: on to the next invoke or the close.
-        i = _first((starts.at(i + 1), closes.at(i + 1)))
-        if i < 0:
+        # A broken invoke, or text between invokes: on to the next invoke or the close, its
+        # text an item with no call (it stays as it was).
+        nxt = _first((starts.at(i + 1), closes.at(i + 1)))
+        if nxt < 0:
             break
-    return (calls, end) if calls and end >= 0 else None
+        items.append(Item(i, nxt, []))
+        i = nxt
+    return (items, end) if any(it.calls for it in items) and end >= 0 else None
 
 
 def _after_call(s: str, i: int, call_close: str) -> int:
@@ -324,28 +334,27 @@ def find_spans(
         ahead = [nexts[k]] if isinstance(form, Block) else nexts
         limit = _first(f.at(p + 1) for f in ahead)
         limit = len(s) if limit < 0 else limit
-        span = (
-            _block_span(s, p, limit, ctx, form, typer, fmt)
-            if isinstance(form, Block)
-            else _bare_span(s, p, limit, ctx, form, typer, fmt)
-        )
-        if span is not None:
-            spans.append(span)
-        pos = span.end if span is not None else p + 1
+        if isinstance(form, Block):
+            found = _block_spans(s, p, limit, ctx, form, typer, fmt)
+        else:
+            bare_span = _bare_span(s, p, limit, ctx, form, typer, fmt)
+            found = [bare_span] if bare_span is not None else []
+        spans.extend(found)
+        pos = found[-1].end if found else p + 1
 
 
 def _finder(s: str, tag: str) -> Next:
     return Next(lambda q: s.find(tag, q))
 
 
-def _block_span(
+def _block_spans(
     s: str, p: int, limit: int, ctx: Ctx, block: Block, typer: Typer, fmt: str
-) -> Span | None:
+) -> list[Span]:
     found = read_block(s, p, limit, ctx, block, typer)
     if found is None:
-        return None
-    calls, end = found
-    return Span(p, past_tokens(s, end, block.end_tokens), calls, fmt)
+        return []
+    items, end = found
+    return wrapped_spans(p, items, past_tokens(s, end, block.end_tokens), fmt, ctx)
 
 
 def _bare_span(
