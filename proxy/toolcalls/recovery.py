@@ -166,7 +166,7 @@ def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | N
     if families or _may_hold_bare(scan):
         best = _best_spans(scan, Ctx(schemas, truncated), families)
     if not best:
-        # The usual reply, prose, is decided in one scan instead of every finder's.
+        # No call: a reply that opened with a template's framing loses only that.
         return None if framing is None else _framed_only(head + scan + rest, framing)
     # A call that only a cut-off reply makes a call (it never closes) is the reply's last:
     # finding fewer calls when the reply is read as complete tells it was cut.
