@@ -180,12 +180,16 @@ class Scan:
     A value opened after a marker is scanned only up to the marker's next occurrence; a value
     still open there may be rescanned to the end of the text while a budget of len(text)
     characters lasts, so a call whose string holds its own marker literally is still read, but
-    a text of many unclosed openers costs linear time, not quadratic.
+    a text of many unclosed openers costs linear time, not quadratic. `opener` may be a pattern,
+    for a marker that has variants (DeepSeek's fullwidth or ASCII bars).
     """
 
-    def __init__(self, s: str, opener: str, close: str | None) -> None:
+    def __init__(self, s: str, opener: str | re.Pattern[str], close: str | None) -> None:
         self.s = s
-        self._opener = Next(lambda p: s.find(opener, p))
+        if isinstance(opener, str):
+            self._opener = Next(lambda p: s.find(opener, p))
+        else:
+            self._opener = Next(lambda p: m.start() if (m := opener.search(s, p)) else -1)
         self._close = Next(lambda p: s.find(close, p)) if close else None
         self._budget = len(s)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from proxy.toolcalls.formats.pieces import Piece, call_piece, spans_of, wrapper
-from proxy.toolcalls.scan import Next, skip, value_end
+from proxy.toolcalls.scan import Scan, skip
 from proxy.toolcalls.spans import Ctx, Family, Span
 
 _DS = r"(?:▁|_|\\_| )"
@@ -39,31 +39,9 @@ _CALL_END = re.compile(rf"\s*(?:```)?\s*<{_BAR}tool{_DS}call{_DS}end{_BAR}>")
 _START = re.compile(rf"<{_BAR}tool{_DS}call(?:s(?:{_DS}begin)?|{_DS}begin){_BAR}>")
 
 
-class _Bounded:
-    """Value scans bounded by the next block or call marker (toolcalls.scan.Scan for a marker
-    that has variants): rescanned to the end only while a budget of len(s) characters lasts."""
-
-    def __init__(self, s: str) -> None:
-        self.s = s
-        self._next = Next(lambda p: m.start() if (m := _START.search(s, p)) else -1)
-        self._budget = len(s)
-
-    def limit(self, i: int) -> int:
-        nxt = self._next.at(i + 1)
-        return len(self.s) if nxt < 0 else nxt
-
-    def value(self, i: int) -> int | None:
-        limit = self.limit(i)
-        end = value_end(self.s, i, limit)
-        if end is None and limit < len(self.s) and self._budget > 0:
-            end = value_end(self.s, i)
-            self._budget -= (end or len(self.s)) - i
-        return end
-
-
 def _deepseek(s: str, ctx: Ctx) -> list[Span]:
     spans: list[Span] = []
-    bounded = _Bounded(s)
+    bounded = Scan(s, _START, None)
     pos = 0
     while (m := _START.search(s, pos)) is not None:
         pieces: list[Piece] = []
@@ -73,7 +51,7 @@ def _deepseek(s: str, ctx: Ctx) -> list[Span]:
     return spans
 
 
-def _block(s: str, p: int, ctx: Ctx, bounded: _Bounded, pieces: list[Piece]) -> int:
+def _block(s: str, p: int, ctx: Ctx, bounded: Scan, pieces: list[Piece]) -> int:
     i = p
     # Every match is bounded: a marker is short, and a call's header ends before the next one.
     if (b := _CALLS_BEGIN.match(s, p, p + _MARK_MAX)) is not None:
@@ -92,7 +70,7 @@ def _block(s: str, p: int, ctx: Ctx, bounded: _Bounded, pieces: list[Piece]) -> 
     return i
 
 
-def _call(s: str, c: re.Match[str], ctx: Ctx, bounded: _Bounded) -> Piece | None:
+def _call(s: str, c: re.Match[str], ctx: Ctx, bounded: Scan) -> Piece | None:
     """One call from its marker; None when it does not close (a call only when cut off)."""
     name = (c.group(2) or c.group(3) or "").strip()
     j = c.end()
