@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from proxy.toolcalls.arguments import loads_lenient
-from proxy.toolcalls.formats.blocks import Item, past_tokens, wrapped_spans
+from proxy.toolcalls.formats.blocks import Item, each_block, past_tokens, wrapped_spans
 from proxy.toolcalls.scan import Scan, skip
 from proxy.toolcalls.spans import Ctx, Family, RawCall, Span
 from proxy.toolcalls.values import json_calls
@@ -33,16 +33,7 @@ _FIRST_KEY = re.compile(r'\{\s*"((?:[^"\\]|\\.)+)"\s*:\s*(?=\{)')
 
 
 def _find(s: str, ctx: Ctx) -> list[Span]:
-    spans: list[Span] = []
-    p = s.find(OPEN)
-    if p < 0:
-        return spans
-    scan = Scan(s, OPEN, CLOSE)
-    while p >= 0:
-        found, end = _block(s, p, ctx, scan)
-        spans.extend(found)
-        p = s.find(OPEN, max(end, p + len(OPEN)))
-    return spans
+    return each_block(s, OPEN, CLOSE, lambda p, scan: _block(s, p, ctx, scan))
 
 
 def _block(s: str, p: int, ctx: Ctx, scan: Scan) -> tuple[list[Span], int]:

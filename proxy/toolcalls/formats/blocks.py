@@ -9,9 +9,10 @@ recovered gives no span at all: its text stays as it was.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from proxy.toolcalls.scan import skip
+from proxy.toolcalls.scan import Scan, skip
 from proxy.toolcalls.spans import Ctx, RawCall, Span
 
 
@@ -56,3 +57,22 @@ def wrapped_spans(p: int, items: list[Item], end: int, fmt: str, ctx: Ctx) -> li
     if good[-1] != len(items) - 1:
         spans.append(Span(items[-1].end, end, [], fmt))
     return spans
+
+
+def each_block(
+    s: str, opener: str, close: str | None, read: Callable[[int, Scan], tuple[list[Span], int]]
+) -> list[Span]:
+    """The spans of every block that opens with `opener` in `s`: `read(p, scan)` gives the
+    spans of the block at s[p] and where it ends, and the next block is looked for after it.
+    One bounded scan (`Scan`, up to the next opener) serves all the blocks of a reply."""
+    spans: list[Span] = []
+    p = s.find(opener)
+    if p < 0:
+        return spans  # the usual reply: no scan set up
+    scan = Scan(s, opener, close)
+    while p >= 0:
+        found, end = read(p, scan)
+        spans.extend(found)
+        p = s.find(opener, max(end, p + len(opener)))
+    return spans
+

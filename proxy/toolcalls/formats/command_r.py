@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from proxy.toolcalls.formats.blocks import each_block
 from proxy.toolcalls.formats.pieces import Piece, json_list, spans_of, wrapper
 from proxy.toolcalls.scan import Scan, skip
 from proxy.toolcalls.spans import Ctx, Family, Span
@@ -25,16 +26,12 @@ _RESPONSE_RE = re.compile(r"<\|(?:START|END)_RESPONSE\|>")
 
 
 def _command_r(s: str, ctx: Ctx) -> list[Span]:
-    spans: list[Span] = []
-    p = s.find(_ACTION)
-    if p < 0:
-        return spans
-    scan = Scan(s, _ACTION, _ACTION_END)
-    while p >= 0:
+    def read(p: int, scan: Scan) -> tuple[list[Span], int]:
         pieces: list[Piece] = []
         end = _action(s, p, ctx, scan, pieces)
-        spans.extend(spans_of(s, pieces, ctx.schemas, "command_r"))
-        p = s.find(_ACTION, max(end, p + 1))
+        return spans_of(s, pieces, ctx.schemas, "command_r"), end
+
+    spans = each_block(s, _ACTION, _ACTION_END, read)
     if spans:
         spans = _unwrap_responses(s, spans)
     return spans

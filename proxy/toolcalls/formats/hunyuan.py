@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from proxy.toolcalls.formats.blocks import each_block
 from proxy.toolcalls.formats.pieces import Piece, json_list, spans_of, wrapper
 from proxy.toolcalls.scan import Scan, skip
 from proxy.toolcalls.spans import Ctx, Family, Span
@@ -28,17 +29,12 @@ _LABEL = "tool_calls_tag"
 
 
 def _hunyuan(s: str, ctx: Ctx) -> list[Span]:
-    spans: list[Span] = []
-    p = s.find(_OPEN)
-    if p < 0:
-        return spans
-    scan = Scan(s, _OPEN, _CLOSE)
-    while p >= 0:
+    def read(p: int, scan: Scan) -> tuple[list[Span], int]:
         pieces: list[Piece] = []
         end = _block(s, p, ctx, scan, pieces)
-        spans.extend(spans_of(s, pieces, ctx.schemas, _LABEL))
-        p = s.find(_OPEN, max(end, p + 1))
-    return spans
+        return spans_of(s, pieces, ctx.schemas, _LABEL), end
+
+    return each_block(s, _OPEN, _CLOSE, read)
 
 
 def _block(s: str, p: int, ctx: Ctx, scan: Scan, pieces: list[Piece]) -> int:

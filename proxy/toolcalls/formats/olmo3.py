@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from proxy.toolcalls.formats.blocks import Item, wrapped_spans
+from proxy.toolcalls.formats.blocks import Item, each_block, wrapped_spans
 from proxy.toolcalls.scan import Scan, skip
 from proxy.toolcalls.spans import Ctx, Family, RawCall, Span
 from proxy.toolcalls.values import json_seq, pythonic_calls
@@ -31,16 +31,7 @@ _PAIRS = {"(": ")", "[": "]", "{": "}", '"': '"', "'": "'"}
 
 
 def _find(s: str, ctx: Ctx) -> list[Span]:
-    spans: list[Span] = []
-    p = s.find(OPEN)
-    if p < 0:
-        return spans
-    scan = Scan(s, OPEN, CLOSE)
-    while p >= 0:
-        found, end = _block(s, p, ctx, scan)
-        spans.extend(found)
-        p = s.find(OPEN, max(end, p + len(OPEN)))
-    return spans
+    return each_block(s, OPEN, CLOSE, lambda p, scan: _block(s, p, ctx, scan))
 
 
 def _block(s: str, p: int, ctx: Ctx, scan: Scan) -> tuple[list[Span], int]:
