@@ -62,8 +62,17 @@ _END_OF_TURN = [
     "prose_fenced_call_eot",
 ]
 NEGATIVES = [c for c in CASES if c.format is None]
+# The first case of every other label (the families of tests/toolcall_families/), so each format
+# goes through the proxy once, whole and streamed.
+_FIRST_OF_LABEL: dict[str, Case] = {}
+for _case in CASES:
+    if _case.format:
+        _FIRST_OF_LABEL.setdefault(_case.format, _case)
+_COVERED = {c.format for c in _FORMAT_CASES}
+_FAMILY_CASES = [c for label, c in _FIRST_OF_LABEL.items() if label not in _COVERED]
 SUBSET = [
     *_FORMAT_CASES,
+    *_FAMILY_CASES,
     *(_BY_NAME[n] for n in _EXTRA_FORMATS + _TRAPS + _END_OF_TURN),
     *NEGATIVES,
 ]
