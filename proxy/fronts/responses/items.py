@@ -294,7 +294,8 @@ def _output(b: _Builder, item: dict[str, Any], param: str) -> None:
     call_id = item.get("call_id")
     if call_id is None and item.get("type") == "local_shell_call_output":
         # The SDK types this output {id, output}: `id` names the call it answers.
-        call_id = b.shell_ids.get(item.get("id"), item.get("id"))  # type: ignore[arg-type]
+        item_id = item.get("id")
+        call_id = b.shell_ids.get(item_id, item_id) if isinstance(item_id, str) else item_id
     if not isinstance(call_id, str) or call_id not in b.calls:
         raise bad(
             f"{param}.call_id",
