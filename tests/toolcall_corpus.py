@@ -432,8 +432,6 @@ _NEGATIVES = [
          '{"name": "get_time", "arguments": {}}\n```', None, [], None),
     Case("stripped_residue_undeclared",
          "Then call:delete_all{force:true} as before.", None, [], None),
-    # End-of-turn tokens are only taken away with a call they follow.
-    Case("end_tokens_without_a_call", "Paris is sunny.<|eot_id|>", None, [], None),
     Case("prose_fenced_json_not_a_call",
          'Here is the data:\n```json\n{"city": "Paris", "days": 3}\n```', None, [], None),
     Case("prose_fenced_undeclared_tool",

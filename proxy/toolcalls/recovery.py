@@ -35,7 +35,9 @@ from proxy.toolcalls.scan import (
 )
 from proxy.toolcalls.spans import Ctx, Family, RawCall, Schemas, Span
 
-RECOVERED_PREFIX = "call_recovered_"  # the ids of recovered calls: call_recovered_0, ...
+RECOVERED_PREFIX = "call_recovered_"
+# The format of a reply with no call that only lost the end-of-turn tokens it ended with.
+END_TOKENS_LABEL = "end_tokens"  # the ids of recovered calls: call_recovered_0, ...
 
 
 @dataclass
@@ -158,7 +160,9 @@ def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | N
     names = tuple(schemas)
     starts = _call_starts(names)
     if starts.anything.search(text) is None and not text.startswith(starts.opens, skip(text, 0)):
-        return None  # the usual reply: prose, decided in one scan
+        # The usual reply: prose, decided in one scan. With no marker in it, a closing tag
+        # that ends it has lost its opening tag: it goes with the end-of-turn tokens.
+        return _without_left_over(text, None)
     head, scan, rest = split_think(text, starts.pattern)
     scan, framing = _unframed(scan)
     families = _families(scan, starts, names)
@@ -166,8 +170,10 @@ def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | N
     if families or _may_hold_bare(scan):
         best = _best_spans(scan, Ctx(schemas, truncated), families)
     if not best:
-        # No call: a reply that opened with a template's framing loses only that.
-        return None if framing is None else _framed_only(head + scan + rest, framing)
+        # No call: a reply loses only the template's framing it opened with and the end-of-turn
+        # tokens after its think block (none inside one left open: `rest`).
+        reply = head + scan + rest
+        return _without_left_over(reply, framing, len(reply) if rest else len(head))
     # A call that only a cut-off reply makes a call (it never closes) is the reply's last:
     # finding fewer calls when the reply is read as complete tells it was cut.
     cut = truncated and _count(_best_spans(scan, Ctx(schemas, False), families)) < _count(best)
@@ -176,9 +182,52 @@ def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | N
     return Found(_remaining(head, scan, rest, best), calls, best[0].format, cut)
 
 
-def _framed_only(content: str, framing: str) -> Found:
-    label = next(f.name for f in FAMILIES if framing in f.framing)
+def _without_left_over(text: str, framing: str | None, floor: int = 0) -> Found | None:
+    """A reply with no call, without the template's framing (already dropped from `text`) and
+    the end-of-turn tokens and stray closing tags ending it (not before `floor`); None when it
+    had neither. A closing tag whose opening tag's word is in the reply closes a block that is
+    not a call (InternLM2's `<|action_start|><|interpreter|>`, an undeclared tool's call): then
+    only the end-of-turn tokens go."""
+    end = trailing_run(text, LEFT_OVER, floor)
+    if end < len(text) and any(_opened(text, end, tag) for tag in CLOSERS):
+        end = trailing_run(text, END_TOKENS, floor)
+    if framing is None and end == len(text):
+        return None
+    content = text[:end]
+    label = next((f.name for f in FAMILIES if framing in f.framing), END_TOKENS_LABEL)
     return Found(content if content.strip() else None, [], label)
+
+
+def _opened(text: str, end: int, closer: str) -> bool:
+    """Whether `closer` is in the run from `end` and its word (`tool_call` of `</tool_call>`
+    and `<|tool_call_end|>`) is in the text before it."""
+    return closer in text[end:] and _CLOSER_WORDS[closer] in text[:end]
+
+
+def _closer_word(tag: str) -> str:
+    word = tag.strip("<>[]|/")
+    for affix in ("_end", "end_", "END_"):
+        word = word.replace(affix, "")
+    return word
+
+
+_CLOSER_WORDS = {tag: _closer_word(tag) for tag in CLOSERS}
+
+
+def trailing_run(text: str, tokens: tuple[str, ...], floor: int = 0) -> int:
+    """Where the run of `tokens` (and the whitespace around them) ending `text` begins, not
+    before `floor`; len(text) when it ends with none. Read backwards from the end only."""
+    end = k = len(text)
+    while True:
+        while k > floor and text[k - 1].isspace():
+            k -= 1
+        token = next((t for t in tokens if text.endswith(t, floor, k)), None)
+        if token is None:
+            return end
+        k -= len(token)
+        end = k
+        while end > floor and text[end - 1].isspace():
+            end -= 1
 
 
 def _best_spans(scan: str, ctx: Ctx, families: list[Family]) -> list[Span]:
@@ -202,9 +251,15 @@ def finish_after(found: Found) -> str:
 
 # What a template leaves after a call: end-of-turn tokens, and closing tags whose opening tag a
 # server stripped (Qwen3-Coder's `</tool_call>` after `</function>`, a doubled `</tool_call>`).
-_LEFT_OVER = (*END_TOKENS, *CLOSERS)
-_LEFT_RUN = re.compile(r"(?:\s*(?:" + "|".join(map(re.escape, _LEFT_OVER)) + "))+")
-_LEFT_RUN_AT_END = re.compile(_LEFT_RUN.pattern + r"\s*\Z")
+LEFT_OVER = (*END_TOKENS, *CLOSERS)
+_LEFT_RUN = re.compile(r"(?:\s*(?:" + "|".join(map(re.escape, LEFT_OVER)) + "))+")
+
+
+def past_left_over(s: str, i: int, limit: int | None = None) -> int:
+    """Where the run of end-of-turn tokens and stray closing tags (and the whitespace between)
+    starting at s[i] ends, looking no further than `limit`."""
+    m = _LEFT_RUN.match(s, i, len(s) if limit is None else limit)
+    return m.end() if m else i
 
 
 def _with_end_tokens(scan: str, spans: list[Span]) -> list[Span]:
@@ -214,18 +269,12 @@ def _with_end_tokens(scan: str, spans: list[Span]) -> list[Span]:
     out: list[Span] = []
     for k, sp in enumerate(spans):
         limit = spans[k + 1].start if k + 1 < len(spans) else len(scan)
-        m = _LEFT_RUN.match(scan, sp.end, limit)
-        end = m.end() if m else sp.end
+        end = past_left_over(scan, sp.end, limit)
         out.append(Span(sp.start, end, sp.calls, sp.format) if end != sp.end else sp)
-    k = len(scan)
-    while k > out[-1].end and scan[k - 1].isspace():
-        k -= 1
-    if not scan.endswith(_LEFT_OVER, out[-1].end, k):
-        return out  # the common case, decided without a regex search over the tail
-    tail = _LEFT_RUN_AT_END.search(scan, out[-1].end)
-    if tail is not None and tail.start() > out[-1].end:
+    tail = trailing_run(scan, LEFT_OVER, out[-1].end)
+    if out[-1].end < tail < len(scan):
         # Text after the last call, then the tokens: an empty span eats them.
-        out.append(Span(tail.start(), len(scan), [], out[-1].format))
+        out.append(Span(tail, len(scan), [], out[-1].format))
     return out
 
 

@@ -29,11 +29,13 @@ from proxy.observe.events import HOLDBACK_RELEASED, Event
 from proxy.toolcalls.arguments import argument_event, repair_arguments
 from proxy.toolcalls.formats import FENCE, FENCE_INFO_MAX, FRAMING, openers, triggers
 from proxy.toolcalls.recovery import (
+    LEFT_OVER,
     REASONING_KEYS,
     Found,
     build_calls,
     find_calls,
     finish_after,
+    past_left_over,
     recovered_event,
     tool_schemas,
 )
@@ -52,6 +54,7 @@ from proxy.toolcalls.values import json_calls
 _TEMPLATE_KEYS = ("id", "object", "created", "model", "system_fingerprint", "service_tier")
 _JUDGE_CHARS = frozenset("}])`>;")
 _THINK_ENDS = (*THINK_CLOSE, *THINK_ENDERS)
+_LEFT_OVER_SET = frozenset(LEFT_OVER)
 
 
 def _has_reasoning(delta: dict[str, Any]) -> bool:
@@ -84,6 +87,7 @@ class Markers:
     last_open_end: re.Pattern[str]
     openers: tuple[str, ...]  # what a call may open a reply with, no marker (Family.openers)
     framing: tuple[str, ...]  # a template's framing a reply may open with (Family.framing)
+    left_over: re.Pattern[str] | None  # an end-of-turn token or closing tag (None: not watched)
 
 
 @lru_cache(maxsize=256)
@@ -92,7 +96,10 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
     marks = tuple(triggers(names)) if recover else ()
     # The fence is in the tags for the tail it may begin (a trailing "`" or "``"), so that a
     # fence split across chunks is still seen whole.
-    tags = [*marks, *THINK_OPEN, *_THINK_ENDS, *([FENCE] if recover else [])]
+    # The end-of-turn tokens and closing tags a template leaves are held while they may end
+    # the reply (a reply with no call loses them, 4.1): text after them releases them.
+    left = LEFT_OVER if recover else ()
+    tags = [*marks, *THINK_OPEN, *_THINK_ENDS, *left, *([FENCE] if recover else [])]
     watched = [*tags, FENCE]  # _release looks for a fence even where no tail may begin one
     beginnings = {t[:k] for t in tags for k in range(1, len(t))}
     return Markers(
@@ -108,6 +115,7 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
         ),
         openers=tuple(openers(names)) if recover else (),
         framing=FRAMING if recover else (),
+        left_over=re.compile(first_match(set(left))) if left else None,
     )
 
 
@@ -437,6 +445,11 @@ class StreamToolProcessor:
             elif tag in THINK_CLOSE:
                 state.at_tail_start, state.judged, pos = True, -1, at + len(tag)
                 state.opening = True
+            elif tag in _LEFT_OVER_SET:
+                run = past_left_over(held, at)
+                if not held[run:].strip() or held[run:].lstrip() in self._marks.prefixes:
+                    return _rstrip_to(held, at, pos)  # the reply may end with them
+                pos = run  # text follows: they are the model's words
             elif tag in (FENCE, _LINE):
                 # A fence after prose may hold the reply's one fenced call, and a `{` or `[`
                 # opening a line its one run of bare calls (4.1): judge it as a tail start,
@@ -470,6 +483,7 @@ class StreamToolProcessor:
                 # prose around them holds a fence (formats/bare.py).
                 None if state.fences_done else _first(held, (FENCE,), pos),
                 None if state.fences_done else _line_open(held, lines),
+                _search(held, self._marks.left_over, pos),
             )
             if m is not None
         ]
@@ -819,6 +833,11 @@ def _first(text: str, tags: list[str] | tuple[str, ...], start: int) -> tuple[in
         if k >= 0 and (best is None or k < best[0]):
             best = (k, tag)
     return best
+
+
+def _search(text: str, pattern: re.Pattern[str] | None, start: int) -> tuple[int, str] | None:
+    m = pattern.search(text, start) if pattern is not None else None
+    return (m.start(), m.group()) if m else None
 
 
 def _rstrip_to(text: str, end: int, floor: int) -> str:

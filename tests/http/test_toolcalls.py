@@ -251,6 +251,26 @@ async def test_a_llama_call_reaches_the_agent_as_a_call_without_its_end_token(
     assert await streamed_helper(api, strict) == want
 
 
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [("Paris is sunny today.\n<|im_end|>", "Paris is sunny today."),
+     ("Done.</tool_call><|eot_id|>", "Done.")],
+    ids=["im_end", "stray_closer_then_eot"],
+)
+async def test_an_answer_reaches_the_agent_without_the_end_tokens_a_server_left(
+    text: str, content: str, fake: FakeUpstream, lg: Running, api: Any
+) -> None:
+    """No call, so nothing recovered and no notice: only the template's tokens go (issue 18)."""
+    want: Result = (content, [], "stop")
+    fake.push(Json(completion(text)))
+    got, notices = await whole(api, list(CORPUS_TOOLS))
+    assert got == want and not [n for n in notices if n.startswith("Recovered")]
+    fake.push(one_char_stream(text))
+    assert await streamed_manual(api, list(CORPUS_TOOLS)) == want
+    fake.push(text_stream(*random_pieces(text, 3), split=7))
+    assert await streamed_manual(api, list(CORPUS_TOOLS)) == want
+
+
 async def test_sync_client_whole_and_streamed(fake: FakeUpstream, lg: Running) -> None:
     case = _BY_NAME["hermes_two"]
     fake.push(Json(completion(case.text)), one_char_stream(case.text, split=7))

@@ -58,7 +58,6 @@ CASES: list[Case] = [
     Case("command_r_cut_off_stop",
          '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "write_file", '
          '"parameters": {"path": "a", "content": "lo', None, [], None),
-    Case("command_r_response_only",
-         "<|START_RESPONSE|>Paris is sunny.<|END_RESPONSE|><|END_OF_TURN_TOKEN|>", None, [],
-         None),
+    Case("command_r_response_only", "<|START_RESPONSE|>Paris is sunny.<|END_RESPONSE|>", None,
+         [], None),
 ]
