@@ -13,6 +13,7 @@ would happily "complete" `{"a": "lo` into a call the model never finished.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,9 +153,25 @@ def _json_repair_fallback(text: str) -> tuple[Any, bool] | None:
         return None
     value = json_repair.loads(text, skip_json_loads=True)
     expected = dict if text[0] == "{" else list
-    if not isinstance(value, expected):
+    if not isinstance(value, expected) or not _keeps_everything(text, value):
         return None
     return value, True
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _keeps_everything(text: str, value: Any) -> bool:
+    """Whether json_repair's `value` lost nothing of `text`: every word of the text is in it,
+    and as many objects and lists open in it as in the text. It drops what it cannot place
+    (`{"time": 15:30}` became `{"time": 15}`) and turns an object it cannot read into a list
+    (`{invalid json}`): a call with those arguments would not be the call the model wrote, so
+    the text stays unparseable and is passed on as it came, flagged (BEHAVIOUR.md 4.2)."""
+    out = orjson.dumps(value).decode()
+    if out.count("{") < text.count("{") or out.count("[") < text.count("["):
+        return False
+    words = set(_WORD.findall(out))
+    return all(_LITERALS.get(w, w) in words for w in set(_WORD.findall(text)))
 
 
 def rewrite(text: str) -> str:

@@ -165,10 +165,13 @@ def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | N
         return _without_left_over(text, None)
     head, scan, rest = split_think(text, starts.pattern)
     scan, framing = _unframed(scan)
-    families = _families(scan, starts, names)
-    best: list[Span] = []
-    if families or _may_hold_bare(scan):
-        best = _best_spans(scan, Ctx(schemas, truncated), families)
+    families, best = _search(scan, starts, names, Ctx(schemas, truncated))
+    if best and (late := _late_think_end(scan, best)):
+        # Calls the model wrote while thinking, in a block whose open tag was in the prompt: the
+        # block ends at that `</think>`, which no call's text holds (4.1: calls in a think
+        # block are not calls).
+        head, scan = head + scan[:late], scan[late:]
+        families, best = _search(scan, starts, names, Ctx(schemas, truncated))
     if not best:
         # No call: a reply loses only the template's framing it opened with and the end-of-turn
         # tokens after its think block (none inside one left open: `rest`).
@@ -180,6 +183,32 @@ def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | N
     best = _with_end_tokens(scan, best)
     calls = [c for sp in best for c in sp.calls]
     return Found(_remaining(head, scan, rest, best), calls, best[0].format, cut)
+
+
+def _search(
+    scan: str, starts: _Starts, names: tuple[str, ...], ctx: Ctx
+) -> tuple[list[Family], list[Span]]:
+    """The families that may have a call in `scan`, and the spans of the one found first."""
+    families = _families(scan, starts, names)
+    if families or _may_hold_bare(scan):
+        return families, _best_spans(scan, ctx, families)
+    return families, []
+
+
+def _late_think_end(scan: str, spans: list[Span]) -> int:
+    """Where the last think close tag after the first call ends, when no call's text holds it
+    (0: there is none). split_think reads forwards and stops at the first marker, so that a
+    `</think>` in a call's arguments stays the call's; one outside every call still closes."""
+    late = k = 0  # spans before k end at or before the tag looked at (both in text order)
+    for m in _THINK_CLOSE_RE.finditer(scan, spans[0].start):
+        while k < len(spans) and spans[k].end <= m.start():
+            k += 1
+        if k == len(spans) or m.start() < spans[k].start:
+            late = m.end()
+    return late
+
+
+_THINK_CLOSE_RE = re.compile("|".join(map(re.escape, THINK_CLOSE)))
 
 
 def _without_left_over(text: str, framing: str | None, floor: int = 0) -> Found | None:

@@ -31,4 +31,10 @@ CASES = [
          "hermes", source="Command R7B template: <|START_THINKING|>...<|END_THINKING|>"),
     Case("think_unclosed_block_holds_no_call", f"<think>\nI will call {_TIME}", None, [], None,
          source="BEHAVIOUR.md 4.1"),
+    # The open tag in the prompt and a call written while thinking: the `</think>` after it,
+    # outside every call, still ends the block (llama.cpp test-chat.cpp, Reka Edge).
+    Case("think_open_tag_in_prompt_call_inside_block",
+         f"Maybe {_TIME} first?\n</think>\n\n{_WRITE}", f"Maybe {_TIME} first?\n</think>",
+         [("write_file", _FILE)], "hermes",
+         source="llama.cpp tests/test-chat.cpp Reka Edge: a fake call in the thinking"),
 ]

@@ -781,8 +781,7 @@ _add("reka-edge-no-schema", '<tool_call>\n{"name": "empty_args_no_schema", "argu
 _REKA_FAKE = ('Let me think about <tool_call>\n{"name": "special_function", "arguments": '
               '{"arg1": 2}}</tool_call> hmm\n</think>')
 _add("reka-edge-fake-call-in-think", f"{_REKA_FAKE}\n\n<tool_call>\n{J1}</tool_call>", SF1,
-     _REKA_FAKE, (SF,), W, "hermes", gap="A `<tool_call>` before the last `</think>` (think "
-     "block opened by the prompt) is recovered as a call; 4.1 says to look only after it.")
+     _REKA_FAKE, (SF,), W, "hermes")
 _add("reka-edge-content-call", f"{HELLO}\n<tool_call>\n{J1}\n</tool_call>", SF1, HELLO, (SF,), W,
      "hermes")
 

@@ -1043,9 +1043,9 @@ COHERE: list[PeerCase] = [
           "\n]<|END_ACTION|>",
           [("get_weather", {"city": "Oslo"})], "plan<|END_THINKING|>",
           [_t("set_alarm", time=S), _t("get_weather", city=S)],
-        gap=("The lenient parse reads `{\"time\": 15:30}` as `{\"time\": 15}`, silently losing "
-             "`:30`, where the call should count as unreadable; Ollama drops it and keeps "
-             "its sibling.")),
+          differs=("The unreadable item (`15:30`) stays text in the content and its sibling is "
+                   "recovered (README: a call of a block that cannot be read stays text); "
+                   "Ollama drops it.")),
     _case("cohere-missing-comma", CO, "TestCohereParseMalformedActions/missing comma", "command_r",
           "<|END_THINKING|><|START_ACTION|>["
           '{"tool_call_id": "0", "tool_name": "a", "parameters": {}}'

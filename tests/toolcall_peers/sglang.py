@@ -977,10 +977,6 @@ MARKS: dict[str, dict[str, str]] = {
         "mangled into one object with a garbage key instead of being unescaped.")},
     **{f"sglang-gigachat3-{n}": {"gap": _GIGA} for n in (
         "simple", "empty-args", "prose-before", "eos", "streamed-prose-before")},
-    "sglang-gigachat3-invalid-json": {"gap": (
-        "`{\"name\": .., \"arguments\": {invalid json}}` after GigaChat3's framing becomes a "
-        "call whose arguments are a JSON list (a repair turned braces into a list) instead of "
-        "the text being left alone.")},
     "sglang-gptoss-final-after-call-dropped": {"gap": (
         "Harmony channel framing (`<|channel|>analysis<|message|>..<|end|>`, "
         "`<|start|>assistant<|channel|>final<|message|>`) is left raw in the content around the "

@@ -42,6 +42,13 @@ TABLE = [
     ('{"a": 1,  "b": "x"}', None, '{"a": 1,  "b": "x"}', "ok"),
     ({"a": [1, "é"]}, None, '{"a":[1,"é"]}', "ok"),
     ([1], None, "[1]", "unparseable"),
+    # What json_repair would make of these loses what the model wrote (`:30`; an object turned
+    # into a list): passed on as they came, flagged, never sent as another call (issue 18).
+    ('{"time": 15:30}', None, '{"time": 15:30}', "unparseable"),
+    ('{"q": {invalid json}}', None, '{"q": {invalid json}}', "unparseable"),
+    # A repair that keeps every word and bracket is still made.
+    ('{"a": 1 "b": 2}', None, '{"a":1,"b":2}', "repaired"),
+    ('{"a": [1, 2}', None, '{"a":[1,2]}', "repaired"),
 ]
 
 
