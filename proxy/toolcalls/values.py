@@ -10,6 +10,7 @@ calls (`pythonic_calls`), or XML-style parameters whose text is typed by the sch
 from __future__ import annotations
 
 import ast
+import keyword
 import math
 import re
 import warnings
@@ -312,6 +313,10 @@ def _py_source(text: str) -> str:
     while i < n:
         c = text[i]
         if c not in "'\"":
+            if (m := _KEYWORD_ARG.match(text, i)) is not None and m.group(1) in _KEYWORDS:
+                out.append(_KEYWORD_PREFIX + m.group(1))  # `from=`: a Python keyword as name
+                i = m.end(1)
+                continue
             out.append(c)
             i += 1
             continue
@@ -325,6 +330,13 @@ def _py_source(text: str) -> str:
         out.append(text[i:end] if triple or prefixed else c + _py_body(body, c) + c)
         i = end
     return "".join(out)
+
+
+# An argument named like a Python keyword (`book_flight(from="SFO")`, OLMo 3 in Ollama's tests)
+# is renamed for the parse and named back (`_pythonic_call`).
+_KEYWORDS = frozenset(keyword.kwlist)
+_KEYWORD_ARG = re.compile(r"(?<=[(,])\s*([A-Za-z_]\w*)(?=\s*=(?!=))")
+_KEYWORD_PREFIX = "_latchgate_keyword_"
 
 
 def _py_body(body: str, quote: str) -> str:
@@ -365,8 +377,9 @@ def _pythonic_call(node: ast.expr, schemas: Schemas | None = None) -> RawCall | 
     for kw in node.keywords:
         if kw.arg is None:
             return None  # **kwargs
+        key = kw.arg.removeprefix(_KEYWORD_PREFIX)
         try:
-            args[kw.arg] = _py_value(kw.value)
+            args[key] = _py_value(kw.value)
         except _NotLiteral:
             return None
     return (name, args, False)

@@ -60,6 +60,11 @@ CASES: list[Case] = [
     Case("deepseek_ascii_broken_sibling_stays_text",
          "<|tool▁calls▁begin|>" + call("get_time", '{"tz": "UTC"') + v31(ONE)[20:],
          call("get_time", '{"tz": "UTC"'), ONE, "deepseek"),
+    Case("deepseek_r1_short_block_marker_first_call_unmarked",
+         "Checking.<｜tool▁calls｜>function<｜tool▁sep｜>get_time\n```json\n"
+         '{"tz": "UTC"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+         "Checking.", [("get_time", {"tz": "UTC"})], "deepseek",
+         source="llama.cpp tests/test-chat.cpp DeepSeek R1 (distilled) parses"),
     # Negatives
     Case("deepseek_ascii_marker_in_prose",
          "DeepSeek opens its calls with <|tool▁calls▁begin|> and a call marker.", None, [], None),

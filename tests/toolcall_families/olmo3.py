@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.toolcall_case import ONE, PROSE, THINK, TWO, Call, Case
+from tests.toolcall_case import ONE, PROSE, THINK, TOOLS, TWO, Call, Case, tool
 
 SRC = "vLLM olmo3_tool_parser.py; Ollama model/parsers/olmo3_test.go; OLMo 3 chat template"
 TEMPLATE = "OLMo 3 chat template (<|im_start|>/<|im_end|>, <|endoftext|> eos)"
@@ -20,6 +20,8 @@ def olmo3(calls: list[Call]) -> str:
 
 
 _CODE = 'def f(x):\n    return "<" + x\n'
+
+_S = {"type": "string"}
 
 CASES: list[Case] = [
     Case("olmo3_one", olmo3(ONE), None, ONE, "olmo3", source=SRC),
@@ -61,6 +63,11 @@ CASES: list[Case] = [
          'book_flight(to="NYC")', [("get_time", {"tz": "UTC"})], "olmo3", source=SRC),
     Case("olmo3_two_wrappers", f"{olmo3(ONE)}\nThen the time.\n{olmo3(TWO[1:])}",
          "Then the time.", TWO, "olmo3", source=SRC),
+    Case("olmo3_python_keyword_as_argument_name",
+         '<function_calls>book_flight(from="SFO", to="NYC")</function_calls>', None,
+         [("book_flight", {"from": "SFO", "to": "NYC"})], "olmo3",
+         tools=(*TOOLS, tool("book_flight", {"from": _S, "to": _S})),
+         source="Ollama model/parsers/olmo3_test.go: tool call with multiple arguments"),
     # Negatives: the text stays as it was.
     Case("olmo3_marker_in_prose",
          "OLMo wraps its calls in <function_calls></function_calls> tags, one call a line.",

@@ -482,8 +482,7 @@ _add("deepseek-r1-think-unparsed", f"<think>{THINKING}</think>\n\n{R1_CALL_NL}",
      f"<think>{THINKING}</think>", (SF,), W, "deepseek")
 _add("deepseek-r1-short-calls-marker", "<｜tool▁calls｜>function<｜tool▁sep｜>special_function\n"
      '```json\n{"arg1": 1}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>', SF1, None, (SF,), W,
-     "deepseek", gap="DeepSeek R1's short `<｜tool▁calls｜>` opener (no `begin`) is not "
-     "recognised; the whole reply stays content.")
+     "deepseek")
 _neg("deepseek-r1-marker-mentioned", "I need to remember the correct syntax. It starts with "
      "<｜tool▁calls▁begin｜> and ends with", (SF,), W, "deepseek")
 W = "test_template_output_peg_parsers deepseek-ai-DeepSeek-V3.1"

@@ -1,7 +1,8 @@
 """DeepSeek's calls: V3's `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME`
-and a fenced JSON, and V3.1's `<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}`, each call closed by
-`<｜tool▁call▁end｜>`, the block by `<｜tool▁calls▁end｜>` and the turn's `<｜end▁of▁sentence｜>`.
-research/toolcall-formats.md, section 1.
+and a fenced JSON (R1's distilled models may write the block's marker as `<｜tool▁calls｜>`
+and drop the first call's), and V3.1's `<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}`, each call
+closed by `<｜tool▁call▁end｜>`, the block by `<｜tool▁calls▁end｜>` and the turn's
+`<｜end▁of▁sentence｜>`. research/toolcall-formats.md, section 1.
 
 The `｜` is U+FF5C and the `▁` U+2581; after a server's detokenising (or in a distilled model's
 own spelling, llama.cpp's comment on R1-Distill-Qwen) the `▁` may come as `_`, an escaped `\\_`
@@ -34,6 +35,9 @@ _CALL = re.compile(
     rf"<{_BAR}tool{_DS}call{_DS}begin{_BAR}>(?:(function){_SEP}([^\n]+)\n```(?:json)?\s*"
     rf"|([^<\n]+?){_SEP}\s*)"
 )
+# R1's distilled models may drop the first call's own marker after the block's short one
+# (`<｜tool▁calls｜>function<｜tool▁sep｜>NAME`, llama.cpp test-chat.cpp's DeepSeek R1 cases).
+_FIRST_UNMARKED = re.compile(rf"(function){_SEP}([^\n]+)\n```(?:json)?\s*")
 _CALL_END = re.compile(rf"\s*(?:```)?\s*<{_BAR}tool{_DS}call{_DS}end{_BAR}>")
 # Where a block starts: the calls marker, or a first call's own.
 _START = re.compile(rf"<{_BAR}tool{_DS}call(?:s(?:{_DS}begin)?|{_DS}begin){_BAR}>")
@@ -57,7 +61,9 @@ def _block(s: str, p: int, ctx: Ctx, bounded: Scan, pieces: list[Piece]) -> int:
     if (b := _CALLS_BEGIN.match(s, p, p + _MARK_MAX)) is not None:
         i = skip(s, b.end())
         pieces.append(wrapper(p, i))
-    while (c := _CALL.match(s, i, bounded.limit(i))) is not None:
+    first = _FIRST_UNMARKED.match(s, i, bounded.limit(i)) if b is not None else None
+    while (c := first or _CALL.match(s, i, bounded.limit(i))) is not None:
+        first = None
         piece = _call(s, c, ctx, bounded)
         if piece is None:
             break
