@@ -17,6 +17,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from proxy.toolcalls.arguments import loads_lenient
 from proxy.toolcalls.scan import Scan, past_end_tokens, skip, string_end, value_end
 from proxy.toolcalls.spans import Ctx, RawCall, Schemas
@@ -542,7 +544,8 @@ def _as_kind(raw: str, text: str, kind: str) -> Any:
 def _parsed(text: str) -> Any:
     """JSON (or almost-JSON, or a Python literal) text's value; _MISS when it is none, or holds
     what JSON cannot (a set, bytes); _NON_FINITE when it holds a non-finite number."""
-    found = loads_lenient(text)
+    found = _escaped_json(text) if '\\"' in text else None
+    found = found or loads_lenient(text)
     if found is not None:
         value = found[0]
     else:
@@ -551,6 +554,24 @@ def _parsed(text: str) -> Any:
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return _MISS
     return _plain(value)
+
+
+def _escaped_json(text: str) -> tuple[Any, bool] | None:
+    """JSON written as the body of a JSON string (`[{\\"id\\": \\"1\\"}]`: GLM 4.5-4.7 do it
+    for array and object values, SGLang's glm4_moe tests): the value once unescaped, read
+    strictly; None when the text is not that. A lenient read of the escaped text would make
+    one object with a key of the whole text."""
+    if not text.startswith(("{", "[")):
+        return None
+    try:
+        orjson.loads(text)
+        return None  # valid as it is: its escapes are its strings' own
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return orjson.loads(orjson.loads(f'"{text}"')), True
+    except orjson.JSONDecodeError:
+        return None
 
 
 def _plain(value: Any) -> Any:

@@ -81,6 +81,16 @@ _POSITIVE = [
          + _glm47(ONE),
          "<tool_call>run<arg_key>ratio</arg_key><arg_value>NaN</arg_value></tool_call>", ONE,
          "glm"),
+    # A forgotten `<arg_value>` (Ollama's GLM-4.6 parser mends it), and an object value written
+    # JSON-escaped (SGLang's glm4_moe tests).
+    Case("glm_variants_46_unopened_value",
+         "<tool_call>get_weather\n<arg_key>city</arg_key>\nParis</arg_value>\n"
+         "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>", None, ONE, "glm",
+         source="Ollama model/parsers/glm46_test.go: unopened arg_value after arg_key"),
+    Case("glm_variants_47_escaped_json_value",
+         '<tool_call>run<arg_key>opts</arg_key><arg_value>{\\"dir\\": \\"C:\\\\\\\\tmp\\"}'
+         "</arg_value></tool_call>", None, [("run", {"opts": {"dir": "C:\\tmp"}})], "glm",
+         source="SGLang test/registered/function_call glm47 array escaped JSON"),
 ]
 
 _NEGATIVE = [

@@ -972,9 +972,6 @@ MARKS: dict[str, dict[str, str]] = {
     "sglang-glm45-array-escaped-windows-path": {"gap": (
         "A GLM call with a literal `\\n` after the name and backslash-escaped JSON in "
         "`<arg_value>` is not recovered at all.")},
-    "sglang-glm47-array-escaped-json": {"gap": (
-        "A backslash-escaped JSON array in a GLM `<arg_value>` for an array parameter is "
-        "mangled into one object with a garbage key instead of being unescaped.")},
     **{f"sglang-gigachat3-{n}": {"gap": _GIGA} for n in (
         "simple", "empty-args", "prose-before", "eos", "streamed-prose-before")},
     "sglang-gptoss-final-after-call-dropped": {"gap": (

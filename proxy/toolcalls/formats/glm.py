@@ -15,7 +15,8 @@ The template frames no value with newlines, so a string value is kept exactly as
 types are typed by the schema (values.typed_value). A value ends at the first `</arg_value>`
 followed by `<arg_key>`, `</tool_call>` or the end (code may hold `</arg_value>` literally); one
 whose `</arg_value>` was forgotten ends at the next `<arg_key>K</arg_key>` (K a parameter of the
-tool) or `</tool_call>`, when no `</arg_value>` comes first. A value that cannot be sent as JSON
+tool) or `</tool_call>`, when no `</arg_value>` comes first; one whose `<arg_value>` was forgotten
+runs from the key to a `</arg_value>` with no tag between. A value that cannot be sent as JSON
 (a non-finite number for a number parameter) rejects its call, which stays text.
 """
 
@@ -78,12 +79,22 @@ def _pair(s: str, i: int, ends: _Ends, truncated: bool) -> tuple[str, str, int] 
     key = s[i + len(_KEY) : key_end].strip()
     v = skip(s, key_end + len(_KEY_END))
     if not s.startswith(_VALUE, v):
-        return None
+        return _unopened(s, key, v, ends)
     found = _value(s, v + len(_VALUE), ends)
     if found is None:
         cut = truncated and ends.limit == len(s)
         return (key, s[v + len(_VALUE) :], len(s)) if cut else None
     return key, *found
+
+
+def _unopened(s: str, key: str, v: int, ends: _Ends) -> tuple[str, str, int] | None:
+    """A value whose `<arg_value>` was forgotten (`<arg_key>k</arg_key>\\nv</arg_value>`, as
+    Ollama's GLM-4.6 parser mends it): it runs from after the key's whitespace to a
+    `</arg_value>` that comes before any other tag of the call; None when there is none."""
+    close = ends.closes.at(v)
+    if close < 0 or s.find("<", v, close) >= 0:
+        return None
+    return key, s[v:close], close + len(_VALUE_END)
 
 
 def _value(s: str, start: int, ends: _Ends) -> tuple[str, int] | None:
