@@ -24,8 +24,10 @@ THINK_OPEN = (
     "<|open|>think<|sep|>",
 )  # fmt: skip
 # Tool-call sections that end an open think block: Kimi K2 (Thinking) may begin its calls with
-# no `</think>` before them (the reasoning parsers of vLLM and SGLang end reasoning there).
-THINK_ENDERS = ("<|tool_calls_section_begin|>",)
+# no `</think>` before them (the reasoning parsers of vLLM and SGLang end reasoning there), and
+# with no section marker either (llama.cpp's Kimi K2 parser ends reasoning at the call's own
+# `<|tool_call_begin|>`; tests/toolcall_peers/llama_cpp.py kimi-k2-inside-think-no-section-no-end).
+THINK_ENDERS = ("<|tool_calls_section_begin|>", "<|tool_call_begin|>")
 _THINK_TAGS = re.compile("|".join(map(re.escape, (*THINK_OPEN, *THINK_CLOSE))))
 _THINK_ENDS = re.compile("|".join(map(re.escape, (*THINK_CLOSE, *THINK_ENDERS))))
 

@@ -124,6 +124,16 @@ CASES: list[Case] = [
     Case("kimi_k2_thinking_calls_in_an_unclosed_think", f"<think>I need the weather.\n{k2(ONE)}",
          "<think>I need the weather.\n", ONE, "kimi_k2",
          source="vLLM kimi_k2 reasoning parser: <|tool_calls_section_begin|> ends reasoning"),
+    # llama.cpp's Kimi K2 parser reads calls with no `<|tool_call_end|>` (and no section), and
+    # ends an open think block at a bare `<|tool_call_begin|>` (scan.THINK_ENDERS).
+    Case("kimi_k2_calls_without_end_markers",
+         PROSE + "\n" + call(*TWO[0]).removesuffix("<|tool_call_end|>")
+         + call(*TWO[1], 1).removesuffix("<|tool_call_end|>"), PROSE, TWO, "kimi_k2",
+         source="llama.cpp tests/test-chat.cpp Kimi-K2-Thinking (execute_command, no end)"),
+    Case("kimi_k2_bare_call_ends_an_open_think",
+         "<think>I need the weather." + call(*ONE[0]).removesuffix("<|tool_call_end|>"),
+         "<think>I need the weather.", ONE, "kimi_k2",
+         source="llama.cpp tests/test-chat.cpp Kimi-K2-Thinking (inside think, no section)"),
     Case("kimi_k3_think_block_then_calls",
          f"<|open|>think<|sep|>Maybe {k3_call(*ONE[0])}?<|close|>think<|sep|>{k3(ONE)}",
          f"<|open|>think<|sep|>Maybe {k3_call(*ONE[0])}?<|close|>think<|sep|>", ONE, "kimi_k3",

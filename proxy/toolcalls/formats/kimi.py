@@ -3,7 +3,10 @@
 K2: `<|tool_calls_section_begin|>` then, per call, `<|tool_call_begin|>functions.NAME:IDX
 <|tool_call_argument_begin|>{json}<|tool_call_end|>`, then `<|tool_calls_section_end|>` and the
 turn's `<|im_end|>` (HF/llama.cpp templates moonshotai-Kimi-K2.jinja, Kimi-K2-Thinking.jinja).
-The section markers are optional (a bare `<|tool_call_begin|>` starts a call), vLLM's
+The section markers are optional (a bare `<|tool_call_begin|>` starts a call, and ends an open
+think block as the section marker does: scan.THINK_ENDERS), so is `<|tool_call_end|>` (a JSON
+value that closes is the call, as llama.cpp's Kimi K2 parser reads it: tests/toolcall_peers/
+llama_cpp.py kimi-k2-execute-command-bare, kimi-k2-inside-think-no-section-no-end), vLLM's
 kimi_k2_tool_parser.py also accepts the singular `<|tool_call_section_begin|>`, and the id may
 come as `functions.NAME:IDX`, `NAME:IDX` or `NAME` (vLLM takes `id.split(":")[0].split(".")[-1]`;
 we strip a `functions.` prefix and an `:IDX` suffix, and fall back to the last dotted part only
@@ -99,6 +102,10 @@ def _k2_call(s: str, i: int, ctx: Ctx, scan: Scan) -> Piece | None:
     c = scan.close_at(j)
     if c >= 0:
         return call_piece(i, c + len(_CALL_END), name, s[j:c].rstrip())
+    if end is not None:
+        # No end marker at all (llama.cpp's Kimi K2 parser reads such calls): the value that
+        # closed is the call, whatever follows it.
+        return call_piece(i, end, name, s[j:end])
     if ctx.truncated and scan.limit(j) == len(s):
         return (i, len(s), [(name, s[j:].rstrip(), False)])
     return None
