@@ -100,6 +100,15 @@ CASES: list[Case] = [
     # K3
     Case("kimi_k3_one", k3(ONE), None, ONE, "kimi_k3", source=K3),
     Case("kimi_k3_two_prose", k3(TWO, PROSE), PROSE, TWO, "kimi_k3", source=K3),
+    # The template's empty response section before a reply of calls only goes with them.
+    Case("kimi_k3_empty_response_section", "<|open|>response<|sep|>" + k3(TWO), None, TWO,
+         "kimi_k3", source=K3 + "; llama.cpp tests/test-chat.cpp Kimi-K3"),
+    Case("kimi_k3_think_then_empty_response_section",
+         f"{THINK}<|open|>response<|sep|>" + k3(ONE), THINK, ONE, "kimi_k3", source=K3),
+    # A response section with words keeps its opener: a stream relayed it before the tools
+    # began (formats/kimi.py's docstring).
+    Case("kimi_k3_response_with_words_keeps_its_opener", "<|open|>response<|sep|>" + k3(ONE, PROSE),
+         "<|open|>response<|sep|>" + PROSE, ONE, "kimi_k3", source=K3),
     Case("kimi_k3_think_closed", f"{THINK}\n{k3(TWO)}", THINK, TWO, "kimi_k3", source=K3),
     Case("kimi_k3_nested_args", k3([NESTED]), None, [NESTED], "kimi_k3", source=K3),
     Case("kimi_k3_json_block",

@@ -18,7 +18,13 @@ type="T"<|sep|>VALUE<|close|>argument<|sep|>` (a string VALUE is raw text, any o
 or one `<|open|>json type="object"<|sep|>{...}<|close|>json<|sep|>`, each closed by
 `<|close|>call<|sep|>`, then `<|close|>tools<|sep|>`, `<|close|>message<|sep|>` and
 `<|end_of_msg|>`. The response channel's `<|close|>response<|sep|>` right before the tools goes
-with them; its opening `<|open|>response<|sep|>` has been relayed by then and stays.
+with them, and so does its `<|open|>response<|sep|>` when the section is empty (the template's
+`<|open|>response<|sep|><|close|>response<|sep|>` before a reply of calls only: llama.cpp's
+test-chat.cpp Kimi-K3 cases, tests/toolcall_peers/llama_cpp.py kimi-k3-*): the whole run is a
+marker, so the stream holds the opener while the next characters may still make it one. A
+response section with words in it keeps its opener: a stream has relayed it before the tools
+begin, and dropping it at the reply's start as framing would drop it from replies with no call
+too, which llama.cpp keeps whole (kimi-k3-prose-mentions-tags).
 """
 
 from __future__ import annotations
@@ -124,6 +130,7 @@ def _name(raw: str, schemas: Schemas) -> str:
 
 # K3's XTML: every tag is `<|open|>TAG attrs<|sep|>` ... `<|close|>TAG<|sep|>`.
 _TOOLS = "<|open|>tools<|sep|>"
+_RESPONSE = "<|open|>response<|sep|>"
 _RESPONSE_END = "<|close|>response<|sep|>"
 _TOOLS_END = re.compile(r"<\|close\|>tools<\|sep\|>(?:\s*<\|close\|>message<\|sep\|>)?"
                         r"(?:\s*<\|end_of_msg\|>)?")  # fmt: skip
@@ -140,6 +147,8 @@ def _k3(s: str, ctx: Ctx) -> list[Span]:
     while p >= 0:
         pieces: list[Piece] = []
         start = p - len(_RESPONSE_END) if s.endswith(_RESPONSE_END, 0, p) else p
+        if start < p and s.endswith(_RESPONSE, 0, start):
+            start -= len(_RESPONSE)  # an empty response section before the tools
         end = _k3_block(s, start, p, ctx, closes, pieces)
         spans.extend(spans_of(s, pieces, ctx.schemas, "kimi_k3"))
         p = s.find(_TOOLS, max(end, p + 1))
@@ -234,4 +243,6 @@ def _props(schemas: Schemas, name: str) -> dict[str, object]:
 
 
 FAMILY = Family("kimi_k2", _k2, markers=(*_SECTION_BEGIN, _CALL))
-FAMILY_K3 = Family("kimi_k3", _k3, markers=(_TOOLS, _RESPONSE_END + _TOOLS))
+FAMILY_K3 = Family(
+    "kimi_k3", _k3, markers=(_TOOLS, _RESPONSE_END + _TOOLS, _RESPONSE + _RESPONSE_END + _TOOLS)
+)
