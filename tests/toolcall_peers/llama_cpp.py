@@ -639,8 +639,6 @@ _add("ling-3.0-string-union-raw", "</think>\n" + glm(
 W = "test_template_output_peg_parsers Kimi-K3"
 K3_RESP = "<|open|>response<|sep|><|close|>response<|sep|>"
 K3_END = "<|close|>tools<|sep|><|close|>message<|sep|>"
-K3_GAP = ("Kimi K3: the calls are recovered but the `<|open|>response<|sep|>` opener of the "
-          "response section is left as content.")
 
 
 def k3_call(name: str, idx: int, args: list[tuple[str, str, str]]) -> str:
@@ -651,19 +649,22 @@ def k3_call(name: str, idx: int, args: list[tuple[str, str, str]]) -> str:
 
 K3_SF = k3_call("special_function", 1, [("arg1", "number", "1")])
 _add("kimi-k3-call", K3_RESP + "<|open|>tools<|sep|>" + K3_SF + K3_END, SF1, None, (SF,), W,
-     "kimi_k3", gap=K3_GAP)
+     "kimi_k3")
 _add("kimi-k3-think-content-call", "I should call it<|close|>think<|sep|><|open|>response<|sep|>"
      "On it.<|close|>response<|sep|><|open|>tools<|sep|>" + K3_SF + K3_END, SF1,
-     "I should call it<|close|>think<|sep|>On it.", (SF,), W, "kimi_k3", gap=K3_GAP)
+     "I should call it<|close|>think<|sep|>On it.", (SF,), W, "kimi_k3",
+     differs="A K3 response section with words keeps its `<|open|>response<|sep|>`: the stream "
+     "relays the words before the tools show, and a reply with no call keeps its wrapper "
+     "(llamacpp-kimi-k3-prose-mentions-tags); BEHAVIOUR.md 4.3 delays no ordinary text.")
 _add("kimi-k3-two-typed-args", K3_RESP + "<|open|>tools<|sep|>" + k3_call(
     "special_function_with_opt", 1, [("arg1", "number", "1"), ("arg2", "number", "2")]) + K3_END,
-    SF_PAIR[1:], None, (SFO,), W, "kimi_k3", gap=K3_GAP)
+    SF_PAIR[1:], None, (SFO,), W, "kimi_k3")
 _add("kimi-k3-parallel", K3_RESP + "<|open|>tools<|sep|>" + K3_SF + k3_call(
     "special_function_with_opt", 2, [("arg1", "number", "1"), ("arg2", "number", "2")]) + K3_END,
-    SF_PAIR, None, (SF, SFO), W, "kimi_k3", gap=K3_GAP)
+    SF_PAIR, None, (SF, SFO), W, "kimi_k3")
 _add("kimi-k3-string-arg", K3_RESP + "<|open|>tools<|sep|>" + k3_call(
     "python", 1, [("code", "string", "print('hey')")]) + K3_END,
-    [("python", {"code": "print('hey')"})], None, (PY,), W, "kimi_k3", gap=K3_GAP)
+    [("python", {"code": "print('hey')"})], None, (PY,), W, "kimi_k3")
 _neg("kimi-k3-prose-mentions-tags", "<|open|>response<|sep|>Use the response tag, then message "
      "the handler.<|close|>response<|sep|><|close|>message<|sep|>", (SF,), W, "kimi_k3")
 W = "test_template_output_peg_parsers Kimi-K2-Thinking"
@@ -705,15 +706,11 @@ _add("kimi-k2-calls-inside-open-think", "<think>I need to call two functions" + 
 _add("kimi-k2-inside-think-no-section-no-end", "<think>I need to call two functions" + k2(
     "special_function", 0, '{"arg1": 1}', False) + k2("python", 1, '{"code": "print(\'hey\')"}',
                                                       False),
-     SF_PY_HEY, "<think>I need to call two functions", (SF, PY), W, "kimi_k2",
-     gap="Kimi K2 calls written without `<|tool_calls_section_begin|>` and `<|tool_call_end|>` "
-     "are not recognised.")
+     SF_PY_HEY, "<think>I need to call two functions", (SF, PY), W, "kimi_k2")
 _add("kimi-k2-execute-command-bare", k2("execute_command", 0, '{"command": "ls -lah", "cwd": '
      '"/home/user/development/exllamav3", "timeout": 10}', False),
      [("execute_command", {"command": "ls -lah", "cwd": "/home/user/development/exllamav3",
-                           "timeout": 10})], None, (EXEC,), W, "kimi_k2",
-     gap="Kimi K2 calls written without `<|tool_calls_section_begin|>` and `<|tool_call_end|>` "
-     "are not recognised.")
+                           "timeout": 10})], None, (EXEC,), W, "kimi_k2")
 W = "test_template_output_peg_parsers moonshotai-Kimi-K2"
 _add("kimi-k2-old-template-call", k2_section(K2_SF), SF1, None, (SF,), W, "kimi_k2")
 
@@ -915,13 +912,12 @@ JP_GAP = ("Harmony with a space after each special token (LLM-jp 4.1): calls are
 JP_CALL = ("<|start|> assistant to=functions.special_function<|channel|> commentary "
            "<|constrain|>  json<|message|> ")
 _add("llm-jp-4.1-role-header-spaces", JP_ANALYSIS + JP_CALL + A1, SF1, JP_ANALYSIS, (SF,), W,
-     "harmony", gap=JP_GAP)
+     "harmony")
 _add("llm-jp-4.1-channel-header-spaces",
      f"<|channel|> commentary to=functions.special_function<|message|> {A1}", SF1, None, (SF,), W,
-     "harmony", gap=JP_GAP)
+     "harmony")
 _add("llm-jp-4.1-parallel-end-separated", JP_ANALYSIS + JP_CALL + A1 + "<|end|>" + JP_CALL
-     + '{"arg1": 2}', [*SF1, ("special_function", {"arg1": 2})], JP_ANALYSIS, (SF,), W, "harmony",
-     gap=JP_GAP)
+     + '{"arg1": 2}', [*SF1, ("special_function", {"arg1": 2})], JP_ANALYSIS, (SF,), W, "harmony")
 
 # --- Formats latchgate has no family for -------------------------------------------------------
 W = "test_template_output_peg_parsers GigaChat3-10B-A1.8B"

@@ -974,10 +974,10 @@ MARKS: dict[str, dict[str, str]] = {
         "`<arg_value>` is not recovered at all.")},
     **{f"sglang-gigachat3-{n}": {"gap": _GIGA} for n in (
         "simple", "empty-args", "prose-before", "eos", "streamed-prose-before")},
-    "sglang-gptoss-final-after-call-dropped": {"gap": (
-        "Harmony channel framing (`<|channel|>analysis<|message|>..<|end|>`, "
-        "`<|start|>assistant<|channel|>final<|message|>`) is left raw in the content around the "
-        "recovered call.")},
+    "sglang-gptoss-final-after-call-dropped": {"differs": (
+        "SGLang drops the analysis channel before the call and the final text after it; "
+        "latchgate keeps text before a call as it was and the final text as content (BEHAVIOUR.md "
+        "4.1), only the final message's header goes.")},
     "sglang-internlm-complete": {"gap": (
         "InternLM's `<|action_start|> <|plugin|>` with a space between the tokens is not "
         "recognised, so the call stays text.")},

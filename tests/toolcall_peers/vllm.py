@@ -1079,9 +1079,7 @@ HARMONY = [
           [("get_current_weather", {"location": "Tokyo"})],
           "This tool call will get the weather.", _OA + "test_extract_tool_calls_with_content",
           "harmony", tools=OA_TOOLS,
-          reasoning=_ANALYSIS,
-          gap=("After a recovered harmony call, the final message's "
-               "<|start|>assistant<|channel|>final<|message|> header stays in the content.")),
+          reasoning=_ANALYSIS),
 ]
 
 # --- olmo3 (test_olmo3_tool_parser.py) -----------------------------------------------------
