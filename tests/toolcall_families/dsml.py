@@ -2,7 +2,8 @@
 `<｜DSML｜invoke name=..>` with `<｜DSML｜parameter name=.. string="true|false">` values, with the
 fullwidth bar and the ASCII `|`; one and two calls, prose and a think block before, the
 `<｜end▁of▁sentence｜>` end token, JSON and raw-string values, the edges of issue 18 and the
-negatives."""
+negatives; V4's `<｜DSML｜tool_calls>` wrapper, an invoke holding a JSON object, and a lone
+`arguments` parameter wrapping the arguments."""
 
 from __future__ import annotations
 
@@ -33,9 +34,14 @@ def invoke(name: str, args: dict[str, Any], bar: str = W) -> str:
     return f'<{_m(bar)}invoke name="{name}">\n{body}</{_m(bar)}invoke>\n'
 
 
-def render(calls: list[Call], bar: str = W) -> str:
+def render(calls: list[Call], bar: str = W, wrapper: str = "function_calls") -> str:
     inner = "".join(invoke(n, a, bar) for n, a in calls)
-    return f"<{_m(bar)}function_calls>\n{inner}</{_m(bar)}function_calls>"
+    return f"<{_m(bar)}{wrapper}>\n{inner}</{_m(bar)}{wrapper}>"
+
+
+def json_invoke(name: str, body: str) -> str:
+    """An invoke holding a JSON object instead of parameters (SGLang's JSON-format case)."""
+    return f'<{_m(W)}invoke name="{name}">\n{body}\n</{_m(W)}invoke>\n'
 
 
 def _case(name: str, text: str, content: str | None, calls: list[Call], **kw: Any) -> Case:
@@ -100,10 +106,29 @@ CASES: list[Case] = [
     _case("union_type_text", _block(f'{INV}"pay">\n{P}"amount" string="false">2 dollars{PE}\n'
           f"{IE}\n"), None, [("pay", {"amount": "2 dollars"})], tools=PAY),
     _case("bare_invoke", f"{PROSE}\n" + invoke(*TWO[1]), PROSE, TWO[1:]),
+    # DeepSeek V4 wraps the same invokes in `tool_calls`: the wrapper goes with the calls.
+    _case("v4_wrapper", render(TWO, wrapper="tool_calls"), None, TWO),
+    _case("v4_wrapper_think", f"{THINK}\n\n{render(ONE, wrapper='tool_calls')}", THINK, ONE),
+    _case("v4_wrapper_ascii_prose", f"{PROSE}\n{render(TWO, '|', 'tool_calls')}", PROSE, TWO),
+    # A JSON object as an invoke's body is its arguments, as written.
+    _case("json_body", _block(json_invoke("get_weather", _j(ONE[0][1]))
+          + json_invoke("get_time", '{\n  "tz": "Europe/Paris"\n}')), None, TWO),
+    # A lone `arguments` the schema does not declare, holding the schema's fields, wraps them.
+    _case("arguments_wrapper", _block(f'{INV}"get_weather">\n{P}"arguments" string="false">'
+          f'{_j(ONE[0][1])}{PE}\n{IE}\n'), None, ONE),
+    # Keys the schema does not declare: not a wrapper, the parameter is taken as written.
+    _case("arguments_not_a_wrapper", _block(f'{INV}"note">\n{P}"arguments" string="false">'
+          f'{{"x": 1}}{PE}\n{IE}\n'), None, [("note", {"arguments": {"x": 1}})], tools=FREE),
     _negative("marker_in_prose", f"V3.2 opens its calls with <{_m(W)}function_calls> blocks."),
     _negative("undeclared", render([("delete_all", {"path": "/"})])),
     _negative("bare_undeclared", invoke("delete_all", {"path": "/"}, "|")),
     _negative("cut_off", f"<{_m(W)}function_calls>\n{INV}\"get_weather\">\n"
               f'{P}"city" string="true">Paris{PE}\n'),
     _negative("cut_off_ascii", render(ONE, "|")[:-40]),
+    _negative("v4_undeclared", render([("delete_all", {"path": "/"})], wrapper="tool_calls")),
+    # An invoke whose only body is text that is no JSON object says nothing readable: `{}`
+    # would be a wrong call, so it stays text.
+    _negative("text_body", _block(json_invoke("get_time", "the time in Paris, please"))),
+    _negative("json_body_broken", _block(json_invoke("get_weather", '{"city": "Paris", 3}'))),
+    _negative("json_body_array", _block(json_invoke("get_weather", '["Paris", 3]'))),
 ]

@@ -1,7 +1,8 @@
 """StepFun Step3's `<｜tool_calls_begin｜>` blocks of `<｜tool_call_begin｜>function<｜tool_sep｜>`
 steptml invokes (proxy/toolcalls/formats/step3.py), with the fullwidth bar and the ASCII `|` of
 Step3's own system prompt; one and two calls, prose and a think block before, the `<|EOT|>` end
-token, typed and multi-line values, the edges of issue 18, the residue of stripped tokens, the
+token, typed and multi-line values, the edges of issue 18, the residue of stripped tokens, calls
+without `function<｜tool_sep｜>` or with the name again after it (vLLM's own tests), the
 negatives, and DeepSeek V3 written with `_` for `▁` (whose `<｜tool_calls_begin｜>` is Step3's):
 each must come out with its own label."""
 
@@ -37,6 +38,12 @@ def invoke(name: str, body: str) -> str:
 def entry(name: str, body: str, bar: str = "｜") -> str:
     return (f"{_tok('tool_call_begin', bar)}function{_tok('tool_sep', bar)}{invoke(name, body)}"
             f"{_tok('tool_call_end', bar)}")  # fmt: skip
+
+
+def entry_as(lead: str, name: str, body: str) -> str:
+    """An entry with `lead` (not `function<｜tool_sep｜>`) between the call's begin token and
+    its invoke."""
+    return f"{_tok('tool_call_begin')}{lead}{invoke(name, body)}{_tok('tool_call_end')}"
 
 
 def _params(args: dict[str, Any]) -> str:
@@ -113,6 +120,18 @@ CASES: list[Case] = [
     # DeepSeek V3 with `_` for `▁` opens with Step3's marker; it stays DeepSeek's.
     _case("deepseek_underscored", DS_UNDERSCORE, None, UTC, fmt="deepseek",
           source="formats/deepseek.py: the `▁` may come as `_`"),
+    # vLLM's tests write calls with no `function<｜tool_sep｜>`, or with the name again after
+    # it on a line of its own: the frame goes with the call either way.
+    _case("no_lead", block(entry_as("", "get_time", _p("tz", "UTC"))), None, UTC),
+    _case("no_lead_two_prose", f"{PROSE}\n\n" + block(*(entry_as("", n, _params(a))
+          for n, a in TWO)) + "\nDone.", f"{PROSE}\nDone.", TWO),
+    _case("name_after_sep", block(entry_as(f"function{_tok('tool_sep')}get_time\n", "get_time",
+          _p("tz", "UTC"))), None, UTC),
+    _case("no_lead_no_arguments", block(entry_as("", "get_time", "")), None,
+          [("get_time", {})]),
+    # The invoke's own name is the one its parameters go with.
+    _case("name_after_sep_differs", block(entry_as(f"function{_tok('tool_sep')}get_weather\n",
+          "get_time", _p("tz", "UTC"))), None, UTC),
     _negative("marker_in_prose", "Step3 opens its calls with <｜tool_calls_begin｜> tokens."),
     _negative("undeclared", render([("delete_all", {"path": "/"})])),
     _negative("stripped_undeclared", "function" + invoke("delete_all", _p("path", "/"))),

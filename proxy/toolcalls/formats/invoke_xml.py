@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from proxy.toolcalls.formats.blocks import Item, wrapped_spans
 from proxy.toolcalls.scan import Next, skip
 from proxy.toolcalls.spans import Ctx, Span
@@ -41,7 +43,8 @@ _ATTR = re.compile(r"\s*([\w:.-]+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'>]+))
 class Tags:
     """One dialect's tag names. `invoke` and `param` are the opening tags up to the name's value
     (`<invoke name=`); `outer` are the tags around invokes (the block's close, Step3's call end),
-    before which a value or an invoke ends; `frame` says values may be framed by newlines."""
+    before which a value or an invoke ends; `frame` says values may be framed by newlines;
+    `json_body` that an invoke may hold one JSON object instead of parameters (DSML)."""
 
     invoke: str
     invoke_end: str
@@ -49,18 +52,22 @@ class Tags:
     param_end: str
     outer: tuple[str, ...] = ()
     frame: bool = False
+    json_body: bool = False
 
 
 @dataclass(frozen=True)
 class Block:
     """A block of invokes: `open` ... `close`, each invoke after the `call_open` tokens (Step3's
-    `<｜tool_call_begin｜>function<｜tool_sep｜>`) and before `call_close`; `end_tokens` are the
-    template's end-of-turn tokens, taken with the block when they follow it."""
+    `<｜tool_call_begin｜>`), then optionally the `call_lead` tokens (Step3's
+    `function<｜tool_sep｜>`) and the invoke's name again on a line of its own, and before
+    `call_close`; `end_tokens` are the template's end-of-turn tokens, taken with the block when
+    they follow it."""
 
     open: str
     close: str
     tags: Tags
     call_open: tuple[str, ...] = ()
+    call_lead: tuple[str, ...] = ()
     call_close: str = ""
     end_tokens: tuple[str, ...] = ()
 
@@ -76,16 +83,23 @@ class Param:
 @dataclass(frozen=True)
 class Invoke:
     """One invoke as read: `complete` when its close ended it, or a structural tag after its
-    parameters; not when the text ran out."""
+    parameters; not when the text ran out. `body` is the JSON object an invoke held instead of
+    parameters (`Tags.json_body`): then it is the call's arguments."""
 
     name: str
     params: dict[str, Param]
     end: int
     complete: bool
+    body: dict[str, Any] | None = None
 
 
 # name, parameters, context -> the call's arguments
 Typer = Callable[[str, dict[str, Param], Ctx], dict[str, Any]]
+
+
+def arguments(inv: Invoke, ctx: Ctx, typer: Typer) -> dict[str, Any]:
+    """An accepted invoke's arguments: its JSON body as written, else its typed parameters."""
+    return inv.body if inv.body is not None else typer(inv.name, inv.params, ctx)
 
 
 def schema_typed(name: str, params: dict[str, Param], ctx: Ctx) -> dict[str, Any]:
@@ -196,14 +210,16 @@ def read_invoke(s: str, p: int, reader: Reader, truncated: bool) -> Invoke | Non
         return None
     name, _, i = head
     params: dict[str, Param] = {}
+    stray: list[str] = []  # text inside the invoke that is no tag
     cut = truncated and limit == len(s)  # a call may run to the end of the text
     while True:
         i = skip(s, i)
         if s.startswith(tags.invoke_end, i):
-            return Invoke(name, params, i + len(tags.invoke_end), True)
+            return _ended(Invoke(name, params, i + len(tags.invoke_end), True), stray, tags, True)
         if i >= limit or s.startswith(reader.hard, i):
             # Ended by the next invoke or block without its close: a call if it said something.
-            return Invoke(name, params, i, i < len(s) and bool(params))
+            closed = i < len(s)
+            return _ended(Invoke(name, params, i, closed and bool(params)), stray, tags, closed)
         if s.startswith(tags.param, i):
             found = _param(s, i, reader, truncated)
             if found is None:
@@ -215,7 +231,30 @@ def read_invoke(s: str, p: int, reader: Reader, truncated: bool) -> Invoke | Non
         nxt = reader.next_stop(i)
         if nxt < 0:
             return Invoke(name, params, len(s), False) if cut else None
+        stray.append(s[i:nxt])
         i = nxt
+
+
+def _ended(inv: Invoke, stray: list[str], tags: Tags, closed: bool) -> Invoke | None:
+    """An invoke as it ended, with the text inside it that was no parameter: skipped between
+    parameters, but when there is nothing else it is what the invoke says. A JSON object is its
+    arguments where the dialect allows one (`Tags.json_body`); other text leaves the invoke
+    broken, since `{}` would be a wrong call. `closed`: a tag ended it, not the text."""
+    text = "".join(stray).strip()
+    if inv.params or not text:
+        return inv
+    body = _json_object(text) if tags.json_body else None
+    if body is None:
+        return None
+    return Invoke(inv.name, {}, inv.end, closed, body)
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _param(s: str, i: int, reader: Reader, truncated: bool) -> tuple[str, Param, int] | None:
@@ -274,14 +313,14 @@ def read_block(
         if s.startswith(block.close, i):
             end = i + len(block.close)
             break
-        j = after_tokens(s, i, block.call_open)
+        j = _call_head(s, i, block)
         opens = j >= 0 and s.startswith(block.tags.invoke, j)
         inv = read_invoke(s, j, reader, ctx.truncated) if opens else None
         if inv is not None and accepted(inv, s, ctx.truncated):
             start, i = i, _after_call(s, inv.end, block.call_close)
             end = i
             declared = inv.name in ctx.schemas
-            call = (inv.name, typer(inv.name, inv.params, ctx), False) if declared else None
+            call = (inv.name, arguments(inv, ctx, typer), False) if declared else None
             items.append(Item(start, i, [call] if call else []))
             continue
         # A broken invoke, or text between invokes: on to the next invoke or the close, its
@@ -292,6 +331,25 @@ def read_block(
         items.append(Item(i, nxt, []))
         i = nxt
     return (items, end) if any(it.calls for it in items) and end >= 0 else None
+
+
+_LEAD_NAME = re.compile(r"[^\s<>]+")
+
+
+def _call_head(s: str, i: int, block: Block) -> int:
+    """Where the invoke of the call at s[i] should open (-1: the call tokens are not there).
+
+    A name written after the lead tokens is passed over: the invoke's own name is the one its
+    parameters go with (as vLLM's step3 parser reads it), and the bare finder would read the
+    invoke by that name anyway."""
+    j = after_tokens(s, i, block.call_open)
+    if j < 0 or not block.call_lead:
+        return j
+    k = after_tokens(s, j, block.call_lead)
+    if k < 0 or s.startswith(block.tags.invoke, k):
+        return j if k < 0 else k
+    m = _LEAD_NAME.match(s, k)
+    return -1 if m is None else skip(s, m.end())
 
 
 def _after_call(s: str, i: int, call_close: str) -> int:
@@ -367,5 +425,5 @@ def _bare_span(
         return None
     lead = len(bare.lead)
     start = p - lead if lead and p >= lead and s.startswith(bare.lead, p - lead) else p
-    call = (inv.name, typer(inv.name, inv.params, ctx), False)
+    call = (inv.name, arguments(inv, ctx, typer), False)
     return Span(start, past_tokens(s, inv.end, bare.end_tokens), [call], fmt)

@@ -7,11 +7,15 @@ step3_tool_parser.py and SGLang's Step3Detector; Step3's own chat template (step
 chat_template.json) describes the format to the model with ASCII bars (`<|tool_calls_begin|>`)
 and a newline after `<|tool_call_begin|>`, so both are read. A turn ends with `<|EOT|>`. A
 server that strips the special tokens leaves `function<steptml:invoke ...>...</steptml:invoke>`:
-a bare invoke counts, with that `function`. Label `step3`; read by formats/invoke_xml.py.
+a bare invoke counts, with that `function`. vLLM's step3 tests write the call token straight
+before the invoke (`<｜tool_call_begin｜><steptml:invoke`), or the name again after the separator
+on a line of its own (`function<｜tool_sep｜>NAME\n<steptml:invoke`): both are read as calls of
+the block, so its frame goes with them (`Block.call_lead`). Label `step3`; read by
+formats/invoke_xml.py.
 
 `<｜tool_calls_begin｜>` is also a spelling formats/deepseek.py accepts for DeepSeek V3's
-`<｜tool▁calls▁begin｜>` (`▁` as `_`). Neither finder reads the other's calls: this one needs
-`function<｜tool_sep｜><steptml:invoke`, DeepSeek's a name and JSON after the separator. (One
+`<｜tool▁calls▁begin｜>` (`▁` as `_`). Neither finder reads the other's calls: this one needs a
+`<steptml:invoke` in the call, DeepSeek's a name and JSON after the separator. (One
 overlap is left: a reply cut off while a tool named `function` is declared gives DeepSeek's
 finder a call at the same place, and it is registered first.) Step 3.5 writes Qwen3-Coder's
 `<function=NAME>` calls instead (formats/qwen3_coder.py).
@@ -37,7 +41,7 @@ def _block(bar: str) -> Block:
 
     return Block(
         tok("tool_calls_begin"), tok("tool_calls_end"), TAGS,
-        call_open=(tok("tool_call_begin"), "function", tok("tool_sep")),
+        call_open=(tok("tool_call_begin"),), call_lead=("function", tok("tool_sep")),
         call_close=tok("tool_call_end"), end_tokens=END_TOKENS,
     )  # fmt: skip
 

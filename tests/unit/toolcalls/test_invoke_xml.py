@@ -146,10 +146,72 @@ def test_dsml_string_true_is_the_raw_text_and_false_is_json() -> None:
     assert free == {"j": [1, "a"], "bad": "{x", "raw": "[1]"}
 
 
-# --- where a value ends ---
+def test_dsml_a_lone_arguments_parameter_is_unwrapped_only_when_it_wraps_the_schema() -> None:
+    weather = {"type": "object", "properties": {"city": {"type": "string"}, "days": {}}}
+    wrapped = {"type": "object", "properties": {"arguments": {"type": "object"}}}
+    ctx = Ctx({"w": weather, "a": wrapped, "free": {}}, False)
+    obj = '{"city": "Paris", "days": 3}'
+    assert dsml.dsml_typed("w", _dsml_params(arguments=(obj, "false")), ctx) == {
+        "city": "Paris", "days": 3}  # fmt: skip
+    assert dsml.dsml_typed("w", _dsml_params(arguments=(obj, None)), ctx) == {
+        "city": "Paris", "days": 3}  # fmt: skip
+    kept = [
+        ("w", _dsml_params(arguments=(obj, "true"))),  # said to be text
+        ("w", _dsml_params(arguments=('{"town": "Paris"}', "false"))),  # not the schema's keys
+        ("w", _dsml_params(arguments=(obj, "false"), city=("Rome", "true"))),  # not alone
+        ("a", _dsml_params(arguments=('{"city": "Paris"}', "false"))),  # the schema's own
+        ("free", _dsml_params(arguments=('{"city": "Paris"}', "false"))),  # no schema fields
+    ]
+    for name, params in kept:
+        assert "arguments" in dsml.dsml_typed(name, params, ctx), params
+
+
+# --- an invoke's body that is no parameter ---
 
 TAGS = Tags("<invoke name=", "</invoke>", "<parameter name=", "</parameter>", ("</block>",))
 
+JSON_TAGS = Tags("<invoke name=", "</invoke>", "<parameter name=", "</parameter>", ("</block>",),
+                 json_body=True)  # fmt: skip
+
+
+def _body(text: str, tags: Tags, truncated: bool = False) -> tuple[bool, object]:
+    inv = read_invoke(text, 0, Reader(text, tags, len(text)), truncated)
+    if inv is None or not invoke_xml.accepted(inv, text, truncated):
+        return False, None
+    return True, inv.body if inv.body is not None else {k: p.text for k, p in inv.params.items()}
+
+
+@pytest.mark.parametrize(
+    ("body", "want"),
+    [
+        ('\n{"a": 1, "b": {"c": [2]}}\n', (True, {"a": 1, "b": {"c": [2]}})),
+        ("{}", (True, {})),
+        ("  ", (True, {})),
+        ('{"a": 1', (False, None)),
+        ("[1, 2]", (False, None)),
+        ('"text"', (False, None)),
+        ("please call it", (False, None)),
+        # Parameters are read as they are: a JSON object beside them is stray text.
+        ('{"a": 1}<parameter name="b">2</parameter>', (True, {"b": "2"})),
+    ],
+)
+def test_an_invoke_holding_json_in_a_json_body_dialect(body: str, want: object) -> None:
+    assert _body(f'<invoke name="f">{body}</invoke>', JSON_TAGS) == want
+
+
+def test_a_json_body_ended_by_the_block_close_is_a_call_and_cut_off_is_none() -> None:
+    assert _body('<invoke name="f">{"a": 1}\n</block>', JSON_TAGS) == (True, {"a": 1})
+    assert _body('<invoke name="f">{"a": 1}', JSON_TAGS, truncated=True) == (False, None)
+
+
+@pytest.mark.parametrize("body", ['{"a": 1}', "please call it"])
+def test_text_as_an_invokes_only_body_is_no_call_elsewhere(body: str) -> None:
+    assert _body(f'<invoke name="f">{body}</invoke>', TAGS) == (False, None)
+    text = f'<minimax:tool_call>\n<invoke name="get_time">{body}</invoke>\n</minimax:tool_call>'
+    assert _calls(text) == (text, [])
+
+
+# --- where a value ends ---
 
 def _invoke(text: str, truncated: bool = False) -> tuple[str, dict[str, str], int] | None:
     inv = read_invoke(text, 0, Reader(text, TAGS, len(text)), truncated)
