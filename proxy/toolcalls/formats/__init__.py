@@ -23,6 +23,7 @@ from proxy.toolcalls.formats import (
     hunyuan,
     kimi,
     minimax,
+    minimax_m3,
     mistral,
     olmo3,
     qwen3_coder,
@@ -49,6 +50,7 @@ FAMILIES: tuple[Family, ...] = (
     command_r.FAMILY,
     functionary.FAMILY,
     minimax.FAMILY,
+    minimax_m3.FAMILY,
     dsml.FAMILY,
     step3.FAMILY,
 )

@@ -8,7 +8,10 @@ minimax-m2 streaming cases; research/toolcall-formats.md, section 8.
 
 A server that strips the block's special tokens leaves the bare invokes: those count only as
 `<invoke name="NAME">` for a declared NAME, since `<invoke` is common enough elsewhere.
-Label `minimax`. The shape is read by formats/invoke_xml.py.
+Label `minimax`. The shape is read by formats/invoke_xml.py. MiniMax M3 writes another markup
+(`]<]minimax[>[`-namespaced tags named by each argument): formats/minimax_m3.py reads it; an M3
+invoke's `<invoke name="NAME">` holds no `<parameter>`, so it is no M2 call (its only body is
+text, invoke_xml's `_ended`).
 """
 
 from __future__ import annotations

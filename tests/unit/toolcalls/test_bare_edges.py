@@ -58,7 +58,9 @@ def _held_after(text: str) -> int:
         'package.json:\n{\n  "name": "my-app"',  # a name no tool has
         "See:\n[the d",  # no pythonic call: a name, then no `(`
         "Values:\n[1",
-        "Tasks:\n[ ]",
+        # Not ending in the `]`: a `]` last may begin MiniMax M3's `]<]minimax[>[` marker, and
+        # is held as a last `<` is.
+        "Tasks:\n[ ] done",
         f"{CALL} is",  # prose on the call's line
         f"Sure.\n{CALL} is",
     ],
