@@ -518,28 +518,25 @@ def dsml(block: str, *invokes: tuple[str, list[tuple[str, str, str]]]) -> str:
     return out + f"</｜DSML｜{block}>"
 
 
-V4_GAP = ("DeepSeek V4's `<｜DSML｜tool_calls>` block: the invokes are recovered but the emptied "
-          "`<｜DSML｜tool_calls>`...`</｜DSML｜tool_calls>` pair is left as content.")
 for _ver, _block in (("v3.2", "function_calls"), ("v4", "tool_calls")):
     W = f"test_template_output_peg_parsers deepseek-ai-DeepSeek-{_ver.upper()}"
     _p = f"deepseek-{_ver}-dsml"
-    _g = {"gap": V4_GAP} if _ver == "v4" else {}
     _add(f"{_p}-think-call", "Let me check the time</think>\n\n" + dsml(
         _block, ("get_time", [("city", "true", "Tokyo")])), [("get_time", {"city": "Tokyo"})],
-        "Let me check the time</think>", (GET_TIME,), W, "dsml", **_g)
+        "Let me check the time</think>", (GET_TIME,), W, "dsml")
     _add(f"{_p}-int", dsml(_block, ("special_function", [("arg1", "false", "1")])), SF1, None,
-         (SF,), W, "dsml", **_g)
+         (SF,), W, "dsml")
     _add(f"{_p}-parallel", "Calling both</think>\n\n" + dsml(
         _block, ("get_time", [("city", "true", "Paris")]),
         ("get_weather", [("city", "true", "Paris")])), BOTH_PARIS, "Calling both</think>",
-        (GET_TIME, GET_WEATHER), W, "dsml", **_g)
+        (GET_TIME, GET_WEATHER), W, "dsml")
     _add(f"{_p}-content-before", "Thinking about it</think>Let me call the function.\n\n" + dsml(
         _block, ("special_function", [("arg1", "false", "1")])), SF1,
-        "Thinking about it</think>Let me call the function.", (SF,), W, "dsml", **_g)
+        "Thinking about it</think>Let me call the function.", (SF,), W, "dsml")
     _add(f"{_p}-mixed-params", "Multi-arg call</think>\n\n" + dsml(
         _block, ("magic_int", [("ref", "false", "42"), ("name", "true", "foo bar")])),
         [("magic_int", {"ref": 42, "name": "foo bar"})], "Multi-arg call</think>", (MAGIC_INT,),
-        W, "dsml", **_g)
+        W, "dsml")
 W = "test_template_output_peg_parsers deepseek-ai-DeepSeek-V3.2"
 for _n, _tool, _k, _v, _args in [
     ("negative", MAGIC_INT, "ref", "-14", {"ref": -14}),
@@ -559,11 +556,10 @@ _add("deepseek-v3.2-dsml-empty-reasoning", "</think>\n\n" + dsml(
 W = "test_template_output_peg_parsers deepseek-ai-DeepSeek-V4"
 _add("deepseek-v4-dsml-no-think-close", "Let me check the time\n\n" + dsml(
     "tool_calls", ("get_time", [("city", "true", "Tokyo")])), [("get_time", {"city": "Tokyo"})],
-    "Let me check the time", (GET_TIME,), W, "dsml", gap=V4_GAP)
+    "Let me check the time", (GET_TIME,), W, "dsml")
 W = "test_template_output_peg_parsers deepseek-ai-DeepSeek-V4-Flash-0731"
 _add("deepseek-v4-flash-leading-newlines", "\n\n" + dsml(
-    "tool_calls", ("special_function", [("arg1", "false", "1")])), SF1, None, (SF,), W, "dsml",
-    gap=V4_GAP)
+    "tool_calls", ("special_function", [("arg1", "false", "1")])), SF1, None, (SF,), W, "dsml")
 
 # --- GLM 4.6 / 4.7, Spark 2.5, Ling 3.0 (arg_key / arg_value) ----------------------------------
 W = "test_template_output_peg_parsers GLM-4.6"
@@ -823,17 +819,16 @@ def m3(*invokes: tuple[str, str]) -> str:
 
 _add("minimax-m3-think-call", "<mm:think>Let me check the time</mm:think>" + m3(
     ("get_time", f"{M}<city>Tokyo{M}</city>")), [("get_time", {"city": "Tokyo"})],
-    "<mm:think>Let me check the time</mm:think>", (GET_TIME,), W, "MINIMAX_M3", gap=M3_GAP)
+    "<mm:think>Let me check the time</mm:think>", (GET_TIME,), W, "MINIMAX_M3")
 _add("minimax-m3-int", "</mm:think>" + m3(("special_function", f"{M}<arg1>1{M}</arg1>")), SF1,
-     "</mm:think>", (SF,), W, "MINIMAX_M3", gap=M3_GAP)
+     "</mm:think>", (SF,), W, "MINIMAX_M3")
 _add("minimax-m3-parallel", "<mm:think>Calling both</mm:think>" + m3(
     ("get_time", f"{M}<city>Paris{M}</city>"), ("get_weather", f"{M}<city>Paris{M}</city>")),
-    BOTH_PARIS, "<mm:think>Calling both</mm:think>", (GET_TIME, GET_WEATHER), W, "MINIMAX_M3",
-    gap=M3_GAP)
+    BOTH_PARIS, "<mm:think>Calling both</mm:think>", (GET_TIME, GET_WEATHER), W, "MINIMAX_M3")
 _add("minimax-m3-nested-object", "<mm:think>Nested object</mm:think>" + m3(
     ("imaginary_number", f"{M}<number>{M}<real>1.5{M}</real>{M}<imaginary>-2.5{M}</imaginary>"
      f"{M}</number>")), [("imaginary_number", {"number": {"real": 1.5, "imaginary": -2.5}})],
-    "<mm:think>Nested object</mm:think>", (IMAGINARY,), W, "MINIMAX_M3", gap=M3_GAP)
+    "<mm:think>Nested object</mm:think>", (IMAGINARY,), W, "MINIMAX_M3")
 
 # --- Functionary v3.1 / v3.2, Firefunction v2, Llama 3.x ---------------------------------------
 W = "test_template_output_peg_parsers meetkai-functionary-medium-v3.1"

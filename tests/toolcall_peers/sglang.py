@@ -957,15 +957,6 @@ MARKS: dict[str, dict[str, str]] = {
     "sglang-kimik3-no-tools-channel": {"differs": (
         "BEHAVIOUR.md 4.1: a reply with no call is left untouched; SGLang strips Kimi K3's "
         "response/message wrappers from plain text.")},
-    "sglang-deepseekv32-json-in-invoke": {"gap": (
-        "A JSON object written as the body of a DSML `<｜DSML｜invoke>` is not read: the calls "
-        "come out with `{}` arguments.")},
-    "sglang-deepseekv32-streamed-json": {"gap": (
-        "A JSON object written as the body of a DSML `<｜DSML｜invoke>` is not read: the call "
-        "comes out with `{}` arguments.")},
-    "sglang-deepseekv4-tool-calls-wrapper": {"gap": (
-        "DeepSeek V4's `<｜DSML｜tool_calls>` wrapper is not taken as framing: the call is "
-        "recovered but the empty wrapper is left in the content.")},
     "sglang-glm45-array-escaped-json-literal-newline": {"gap": (
         "A GLM call with a literal `\\n` after the name and backslash-escaped JSON in "
         "`<arg_value>` is not recovered at all.")},
