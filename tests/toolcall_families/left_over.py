@@ -26,6 +26,19 @@ CASES = [
          "<start_function_call>call:get_time{tz:<escape>UTC<escape>}<end_function_call>"
          "<end_function_call><end_of_turn>",
          None, _UTC, "functiongemma", source="FunctionGemma chat template"),
+    Case("left_over_mistral_closer_after_list",
+         '[TOOL_CALLS] [{"name": "get_time", "arguments": {"tz": "UTC"}}][/TOOL_CALLS]',
+         None, _UTC, "mistral", source="Ollama model/parsers tools tests: [/TOOL_CALLS] closer"),
+    Case("left_over_gemma4_tool_response_after_call",
+         '<|tool_call>call:get_time{tz:<|"|>UTC<|"|>}<tool_call|><|tool_response>Done.',
+         "Done.", _UTC, "functiongemma",
+         source="Ollama gemma4 TestGemma4Parser_IgnoresToolResponseBoundaryAfterToolCall"),
+    # The reply's first `<tool_call>` was eaten: the second call's opener goes with it.
+    Case("left_over_qwen3_coder_later_opener_without_first",
+         "<function=get_time>\n<parameter=tz>\nUTC\n</parameter>\n</function>\n</tool_call>\n"
+         "<tool_call>\n<function=get_time>\n<parameter=tz>\nCET\n</parameter>\n</function>\n"
+         "</tool_call>", None, [*_UTC, ("get_time", {"tz": "CET"})], "qwen3_coder",
+         source="llama.cpp tests/test-chat.cpp Qwen3-Coder: no open tag, parallel calls"),
     # A closing tag in prose with no call anywhere is the reply's own text.
     Case("left_over_closer_in_prose_without_call", "Close the block with </tool_call> then stop.",
          None, [], None, source="BEHAVIOUR.md 4.1: prose stays text"),

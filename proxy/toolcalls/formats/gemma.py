@@ -1,7 +1,9 @@
 """FunctionGemma's and Gemma 4's calls: `<start_function_call>call:NAME{key:<escape>text<escape>}
 <end_function_call>` and `<|tool_call>call:NAME{...}<tool_call|>`, and the `call:NAME{` residue a
 server leaves when it strips the tags (declared tools only). research/toolcall-formats.md,
-section 1.
+section 1. The `<|tool_response>` Gemma 4 writes after its call (the turn's boundary: the template
+expects the tool's answer next) goes with the call as a closer, as Ollama's gemma4 parser drops it
+(TestGemma4Parser_IgnoresToolResponseBoundaryAfterToolCall).
 """
 
 from __future__ import annotations
@@ -164,5 +166,5 @@ FAMILY = Family(
     _gemma,
     markers=tuple(o for o, _ in _GEMMA),
     named=("call:NAME{",),
-    closers=tuple(c for _, c in _GEMMA),
+    closers=(*(c for _, c in _GEMMA), "<|tool_response>"),
 )

@@ -1,8 +1,9 @@
 """Mistral's calls: `[TOOL_CALLS]` followed by a JSON list (v3 tokenizer: Mistral 7B v0.3,
 Mixtral, Nemo), or by `NAME[ARGS]{...}` / `NAME[CALL_ID]id[ARGS]{...}` (v11 and later: Mistral
-Small 3.2, Magistral, Devstral), several calls one after another. Checked against vLLM's
-mistral_tool_parser.py and its tests, and llama.cpp's common/chat.cpp Mistral handlers;
-research/toolcall-formats.md, section 1.
+Small 3.2, Magistral, Devstral), several calls one after another. A `[/TOOL_CALLS]` after the
+list (Ollama's model/parsers tools tests write one) is a closer: it goes with the calls. Checked
+against vLLM's mistral_tool_parser.py and its tests, and llama.cpp's common/chat.cpp Mistral
+handlers; research/toolcall-formats.md, section 1.
 """
 
 from __future__ import annotations
@@ -54,4 +55,4 @@ def _mistral_named(s: str, i: int, ctx: Ctx, scan: Scan) -> tuple[RawCall, int] 
     return (m.group(1), args, False), end or len(s)
 
 
-FAMILY = Family("mistral", _mistral, markers=("[TOOL_CALLS]",))
+FAMILY = Family("mistral", _mistral, markers=("[TOOL_CALLS]",), closers=("[/TOOL_CALLS]",))

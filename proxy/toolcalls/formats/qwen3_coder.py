@@ -13,6 +13,9 @@ Where a parameter's value ends (the template writes `<parameter=K>\\nVALUE\\n</p
 - a value whose `</parameter>` was forgotten ends at the next `<parameter=K>` on a line of its
   own (K a parameter of the tool) or at `</function>`, when no `</parameter>` comes first;
 - a value never looks past the next `<function=` (the next call), which keeps the scan linear.
+A `<tool_call>` right before a `<function=` this family reads on its own (the reply's first opener
+was eaten) goes with that call; a reply cut inside `</function>` (`{..}<`) loses the tag's start.
+
 Only the template's framing newline after `>` and before `</parameter>` is removed; any other
 whitespace is the value's. A value that cannot be sent as JSON (a non-finite number for a
 number parameter) rejects its call: that call stays text, its siblings are still recovered.
@@ -45,14 +48,7 @@ def function_tag(
         return None
     i = skip(s, close + 1)
     if i < len(s) and s[i] == "{":
-        end = scan.value(i)
-        if end is None and not (ctx.truncated and limit == len(s)):
-            return None
-        args: Any = s[i:] if end is None else s[i:end]
-        i = len(s) if end is None else skip(s, end)
-        if s.startswith(_END, i):
-            i += len(_END)
-        return i, (name, args.rstrip(), False), "function_tag"
+        return _json_body(s, i, name, ctx, scan)
     # The parameters' region ends at the next call's `<function=`, not at the wrapper's next
     # `<tool_call>`: a value may quote that tag.
     region = s.find("<function=", p + 1)
@@ -68,6 +64,22 @@ def function_tag(
         return None  # `<function=foo>` in prose: a call needs parameters or `</function>`
     typed = typed_args(params, props)
     return None if typed is None else (i, (name, typed, False), "qwen3_coder")
+
+
+def _json_body(
+    s: str, i: int, name: str, ctx: Ctx, scan: Scan
+) -> tuple[int, RawCall, str] | None:
+    """`<function=NAME>` (or `<function name="NAME">`) followed by a JSON object at s[i]."""
+    end = scan.value(i)
+    if end is None and not (ctx.truncated and scan.limit(i) == len(s)):
+        return None
+    args = s[i:] if end is None else s[i:end]
+    i = len(s) if end is None else skip(s, end)
+    if s.startswith(_END, i):
+        i += len(_END)
+    elif ctx.truncated and i < len(s) and _END.startswith(s[i:].rstrip()):
+        i = len(s)  # the reply was cut inside its `</function>` (`{..}<`): the tag's start
+    return i, (name, args.rstrip(), False), "function_tag"
 
 
 def typed_args(params: dict[str, str], props: dict[str, Any]) -> dict[str, Any] | None:
@@ -177,11 +189,24 @@ def _functions(s: str, ctx: Ctx) -> list[Span]:
         found = function_tag(s, p, ctx, scan)
         if found is not None:
             end, call, fmt = found
-            spans.append(Span(p, end, [call], fmt))
+            start = _opened_at(s, p, spans[-1].end if spans else 0)
+            spans.append(Span(start, end, [call], fmt))
             p = s.find("<function=", end)
         else:
             p = s.find("<function=", p + 1)
     return spans
+
+
+def _opened_at(s: str, p: int, floor: int) -> int:
+    """Where the call at s[p] starts: at a `<tool_call>` right before it (whitespace between),
+    not before `floor`. The family is read first when a reply's first `<tool_call>` was eaten
+    (`<function=..>..</function></tool_call>\n<tool_call>\n<function=..>`): the later calls'
+    openers are then framing next to a call of this family, not the model's words."""
+    k = p
+    while k > floor and s[k - 1].isspace():
+        k -= 1
+    at = k - len("<tool_call>")
+    return at if at >= floor and s.startswith("<tool_call>", at) else p
 
 
 FAMILY = Family(

@@ -86,3 +86,25 @@ def test_the_opening_is_held_only_while_it_may_still_be_one() -> None:
 def test_the_opening_is_not_read_mid_reply() -> None:
     text = 'I would run\nsearch\n{"query": "x"}'
     assert _whole(text)[0]["content"] == text
+
+
+# Functionary v3.1 cut off at the reply ceiling inside its `</function>`: the tag's start goes
+# with the call (llama.cpp test-chat functionary v3.1 "cut close"); a complete reply keeps it.
+# The call's arguments closed, so it is whole: the finish reason is tool_calls.
+
+
+@pytest.mark.parametrize("cut", ["<", "</", "</fun", "</function"])
+def test_a_cut_off_function_close_goes_with_the_call(cut: str) -> None:
+    text = '<function=get_time>{"tz": "UTC"}' + cut
+    message, finish, _ = _whole(text, "length")
+    assert message["content"] is None and finish == "tool_calls"
+    assert '"get_time"' in str(message["tool_calls"]).replace("'", '"')
+    for pieces in ([text], list(text), split_random(text, 3)):
+        out, _ = run(pieces, finish="length")
+        content, calls, _ = client_view(out)
+        assert content is None and [c[1] for c in calls] == ["get_time"], pieces
+
+
+def test_a_function_close_start_is_text_when_the_reply_was_not_cut() -> None:
+    message, _, _ = _whole('<function=get_time>{"tz": "UTC"}<', "stop")
+    assert message["content"] == "<"
