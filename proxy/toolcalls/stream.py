@@ -625,7 +625,7 @@ class StreamToolProcessor:
         if i == len(s):
             return _OPEN
         if s[i] not in "{[":
-            return _NO
+            return self._fenced_marker(s[i:])
         verdict, end = self._read_run(s, i)
         if verdict != _COMPLETE:
             return verdict
@@ -633,6 +633,15 @@ class StreamToolProcessor:
         if not s.startswith(FENCE, close):
             return _OPEN if FENCE.startswith(s[close:]) else _NO
         return _NO if FENCE in s[close + len(FENCE) :] else _OPEN
+
+    def _fenced_marker(self, body: str) -> str:
+        """A fence whose text opens with a marker (```` ```xml\n<response>{..} ````: Hermes 2
+        Pro's fenced tagged call, formats/tagged.py) holds a call the end decides, fence and
+        all; while the text may still become a marker the next character decides."""
+        if body.startswith(self._triggers):
+            return _TO_END
+        short = body[: self._marks.longest]
+        return _UNSURE if short in self._marks.prefixes and short == body else _NO
 
     def _overlap(self, text: str) -> int:
         """How many characters at the end of `text` could begin a marker (the longest such)."""

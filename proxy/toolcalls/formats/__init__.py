@@ -38,6 +38,7 @@ FAMILIES: tuple[Family, ...] = (
     hunyuan.FAMILY,  # before tagged.py's `<tool_calls>`: it reads the same list call by call
     *tagged.FAMILIES,
     qwen3_coder.FAMILY,
+    qwen3_coder.FAMILY_NAMED,
     mistral.FAMILY,
     deepseek.FAMILY,
     harmony.FAMILY,

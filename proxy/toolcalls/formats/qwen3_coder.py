@@ -3,7 +3,8 @@
 by the tool's schema (values.typed_value). The same tag with a JSON object after it
 (`<function=NAME>{...}</function>`) is label `function_tag`: Llama 3.1's custom tool format and
 Functionary v3.1 (meetkai-functionary-medium-v3.1.jinja in llama.cpp's models/templates: one
-`<function=NAME>{json}</function>` per call, the calls back to back, then `<|eom_id|>`).
+`<function=NAME>{json}</function>` per call, the calls back to back, then `<|eom_id|>`), and
+`<function name="NAME">{json}</function>` (Hermes 2 Pro, as llama.cpp's parser takes it).
 research/toolcall-formats.md, sections 1 and 8.
 
 Where a parameter's value ends (the template writes `<parameter=K>\\nVALUE\\n</parameter>\\n`):
@@ -208,6 +209,30 @@ def _opened_at(s: str, p: int, floor: int) -> int:
     at = k - len("<tool_call>")
     return at if at >= floor and s.startswith("<tool_call>", at) else p
 
+
+_NAMED = '<function name="'
+
+
+def _named_functions(s: str, ctx: Ctx) -> list[Span]:
+    """`<function name="NAME">{json}</function>`, a form llama.cpp's Hermes 2 Pro parser also
+    takes (common/chat.cpp); the JSON object alone, label `function_tag`."""
+    spans: list[Span] = []
+    scan = Scan(s, _NAMED, _END)
+    p = s.find(_NAMED)
+    while p >= 0:
+        q = s.find('">', p + len(_NAMED), p + len(_NAMED) + 256)
+        name = s[p + len(_NAMED) : q] if q > 0 else ""
+        i = skip(s, q + 2) if q > 0 else p + 1
+        found = None
+        if name and not any(c in name for c in '<>"\n{') and s.startswith("{", i):
+            found = _json_body(s, i, name, ctx, scan)
+        if found is not None:
+            spans.append(Span(p, found[0], [found[1]], found[2]))
+        p = s.find(_NAMED, found[0] if found else p + 1)
+    return spans
+
+
+FAMILY_NAMED = Family("function_tag", _named_functions, markers=(_NAMED,), closers=(_END,))
 
 FAMILY = Family(
     "qwen3_coder", _functions, markers=("<function=",), closers=("</function>", "</tool_call>")

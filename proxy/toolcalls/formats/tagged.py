@@ -23,7 +23,15 @@ _PYTHON_CALL = re.compile(r"[\w.]+\.call\(")
 _TAGGED: list[tuple[str, str | None, str]] = [
     ("<tool_call>", "</tool_call>", "hermes"),
     ("<tools>", "</tools>", "hermes"),
-    ("<function_call>", None, "granite"),
+    # Hermes 2 Pro wraps its JSON call in any of these too (llama.cpp's Hermes 2 Pro parser,
+    # common/chat.cpp): read only when the wrapper holds nothing but calls (_STRICT).
+    ("<tool>", "</tool>", "hermes"),
+    ("<response>", "</response>", "hermes"),
+    ("<json>", "</json>", "hermes"),
+    ("<JSON>", "</JSON>", "hermes"),
+    ("<xml>", "</xml>", "hermes"),
+    # Granite writes no closer; Hermes 2 Pro does (llama.cpp's test-chat): it goes with the call.
+    ("<function_call>", "</function_call>", "granite"),
     ("<|tool_call|>", None, "granite"),
     ("<tool_calls>", "</tool_calls>", "tool_calls_tag"),
     ("<TOOLCALL>", "</TOOLCALL>", "nemotron"),
@@ -39,6 +47,15 @@ _TAGGED: list[tuple[str, str | None, str]] = [
 ]
 
 
+# Tags common in prose and markup (`<response>`, `<xml>`): a call only when JSON calls are all
+# the tag holds, its closer right after them; anything else leaves the tag and its text alone.
+_STRICT = frozenset({"<tool>", "<response>", "<json>", "<JSON>", "<xml>"})
+# The fence llama.cpp's Hermes 2 Pro parser takes around a tagged call (```` ```xml ````,
+# ```` ```json ```` or a bare ```` ``` ````): it goes with the call when it holds nothing else.
+_FENCE_OPEN = re.compile(r"```(?:xml|json)?[ \t]*\n\s*\Z")
+_FENCE_LOOK = 24  # how far back from a tag its fence's opening is looked for (past whitespace)
+
+
 def _tagged(s: str, ctx: Ctx, open_: str, close: str | None, fmt: str) -> list[Span]:
     spans: list[Span] = []
     p = s.find(open_)
@@ -47,10 +64,33 @@ def _tagged(s: str, ctx: Ctx, open_: str, close: str | None, fmt: str) -> list[S
     scan = Scan(s, open_, close)
     while p >= 0:
         span = _tagged_at(s, p, ctx, scan, (open_, close, fmt))
+        if span is not None and open_ in _STRICT and not _wrapper_closed(s, span, close):
+            span = None
         if span is not None:
-            spans.append(span)
+            spans.append(_fenced(s, span, spans[-1].end if spans else 0))
         p = s.find(open_, span.end if span else p + len(open_))
     return spans
+
+
+def _wrapper_closed(s: str, span: Span, close: str | None) -> bool:
+    """Whether a strict wrapper's span is JSON calls (not `<function=`) closed by its tag."""
+    return span.format == "hermes" and bool(close) and s.endswith(close or "", 0, span.end)
+
+
+def _fenced(s: str, span: Span, floor: int) -> Span:
+    """`span` widened over a fence that holds nothing but it (not before `floor`)."""
+    k = span.start
+    while k > floor and s[k - 1].isspace():
+        k -= 1
+    open_at = s.rfind("```", max(floor, k - _FENCE_LOOK), k)
+    if open_at < 0 or not _FENCE_OPEN.match(s, open_at, span.start):
+        return span
+    if open_at > 0 and s[open_at - 1] not in "\n":
+        return span  # a fence opens a line
+    end = skip(s, span.end)
+    if not s.startswith("```", end):
+        return span
+    return Span(open_at, end + 3, span.calls, span.format)
 
 
 def _tagged_at(
