@@ -415,14 +415,9 @@ class StreamToolProcessor:
         lines = 0  # where a line-opening value may begin a tail (past one judged not a call)
         while True:
             if state.in_think:
-                close = _first(held, _THINK_ENDS, pos)
-                if close is None:
+                pos = self._past_think(state, held, pos)
+                if pos < 0:
                     return held[: len(held) - self._overlap(held)]
-                state.in_think, state.at_tail_start, state.judged = False, True, -1
-                state.opening = True
-                # A call section that ends the block is the call's marker: read on from it
-                # (the block's text, whitespace and all, was relayed as it came).
-                pos = close[0] + (0 if close[1] in THINK_ENDERS else len(close[1]))
                 continue
             if state.at_tail_start:
                 if state.opening and state.dropped is None and self._marks.framing:
@@ -447,10 +442,13 @@ class StreamToolProcessor:
                 state.opening = True
             elif tag in _LEFT_OVER_SET:
                 run = past_left_over(held, at)
-                if not held[run:].strip() or held[run:].lstrip() in self._marks.prefixes:
+                if self._may_end(held[run:]):
                     return _rstrip_to(held, at, pos)  # the reply may end with them
                 pos = run  # text follows: they are the model's words
             elif tag in (FENCE, _LINE):
+                arriving = self._marker_arriving(held, at, pos)
+                if arriving is not None:
+                    return arriving
                 # A fence after prose may hold the reply's one fenced call, and a `{` or `[`
                 # opening a line its one run of bare calls (4.1): judge it as a tail start,
                 # with the whitespace before it, which goes with a call.
@@ -459,6 +457,30 @@ class StreamToolProcessor:
             else:
                 state.triggered = True
                 return _rstrip_to(held, at, pos)
+
+    def _past_think(self, state: _Choice, held: str, pos: int) -> int:
+        """Where the think block open at `pos` ends (and the tail after it starts); -1 while it
+        is still open."""
+        close = _first(held, _THINK_ENDS, pos)
+        if close is None:
+            return -1
+        state.in_think, state.at_tail_start, state.judged = False, True, -1
+        state.opening = True
+        # A call section that ends the block is the call's marker: read on from it
+        # (the block's text, whitespace and all, was relayed as it came).
+        return close[0] + (0 if close[1] in THINK_ENDERS else len(close[1]))
+
+    def _may_end(self, after: str) -> bool:
+        """Whether the reply may end with the end tokens or closers just read (`after`: the
+        text after them): nothing but whitespace, or a marker's beginning, follows yet."""
+        return not after.strip() or after.lstrip() in self._marks.prefixes
+
+    def _marker_arriving(self, held: str, at: int, pos: int) -> str | None:
+        """What to release when a marker that holds a fence (Command R+'s "Action:\n```json")
+        may still be arriving from before the fence at `at`: the text before its beginning,
+        held from there until it shows. None when no marker is arriving across the fence."""
+        begins = len(held) - self._overlap(held)
+        return _rstrip_to(held, begins, pos) if pos <= begins < at else None
 
     def _drop_framing(self, state: _Choice, held: str, pos: int) -> str:
         """`held` without the framing the reply opens with at `pos` (after whitespace), as

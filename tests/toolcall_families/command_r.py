@@ -61,3 +61,24 @@ CASES: list[Case] = [
     Case("command_r_response_only", "<|START_RESPONSE|>Paris is sunny.<|END_RESPONSE|>", None,
          [], None),
 ]
+
+# Command R+ (c4ai-command-r-plus tool_use template; llama.cpp test-chat COMMAND_R_PLUS):
+# `Action:` and a ```json fence around the list go with the calls.
+PLUS = "c4ai-command-r-plus tool_use template, llama.cpp tests/test-chat.cpp"
+
+
+def plus(calls: list[Call], sep: str = "\n") -> str:
+    items = ",\n    ".join(j({"tool_name": n, "parameters": a}) for n, a in calls)
+    return f"Action:{sep}```json\n[\n    {items}\n]\n```"
+
+
+CASES += [
+    Case("command_r_plus_one", plus(ONE), None, ONE, "command_r", source=PLUS),
+    Case("command_r_plus_two_after_prose", f"{PROSE}\n{plus(TWO, ' ')}", PROSE, TWO, "command_r",
+         source=PLUS),
+    # The header with no fenced list, or a fence holding more than the list, is prose.
+    Case("command_r_plus_header_in_prose", "Action:\n```json\nnot yet\n```",
+         "Action:\n```json\nnot yet\n```", [], None, source=PLUS),
+    Case("command_r_plus_fence_with_more", plus(ONE)[:-4] + "// then wait\n```",
+         plus(ONE)[:-4] + "// then wait\n```", [], None, source=PLUS),
+]

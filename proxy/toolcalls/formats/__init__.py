@@ -49,6 +49,7 @@ FAMILIES: tuple[Family, ...] = (
     kimi.FAMILY,
     kimi.FAMILY_K3,
     command_r.FAMILY,
+    command_r.FAMILY_PLUS,
     functionary.FAMILY,
     minimax.FAMILY,
     minimax_m3.FAMILY,

@@ -3,6 +3,8 @@ list of `{"tool_call_id": "0", "tool_name": NAME, "parameters": {...}}`, then `<
 and the turn's `<|END_OF_TURN_TOKEN|>` (llama.cpp models/templates/
 CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja and its Command R7B parser; vLLM
 cohere_command_tool_parser.py and tests/tool_parsers/test_cohere_command_tool_parser.py).
+Command R+ writes `Action:` and a ```` ```json ```` fence around the same list (its tool_use
+template; llama.cpp's test-chat COMMAND_R_PLUS case): header and fence go with the calls.
 
 The plan before the action is `<|START_THINKING|>...<|END_THINKING|>`, a think block to
 toolcalls.scan. A final answer is `<|START_RESPONSE|>...<|END_RESPONSE|>`; vLLM and llama.cpp
@@ -63,4 +65,32 @@ def _unwrap_responses(s: str, spans: list[Span]) -> list[Span]:
     return out + spans[k:]
 
 
+# Command R+ (c4ai-command-r-plus tool_use template): "Action:" then a ```json fence holding the
+# list of {"tool_name", "parameters"}. The header and fence are the markers: the word "Action:"
+# alone is prose; with the fence right after it the header goes with the calls.
+_PLUS = ("Action:\n```json", "Action: ```json")
+_FENCE = "```"
+
+
+def _command_r_plus(s: str, ctx: Ctx) -> list[Span]:
+    spans: list[Span] = []
+    for marker in _PLUS:
+
+        def read(p: int, scan: Scan, marker: str = marker) -> tuple[list[Span], int]:
+            pieces: list[Piece] = []
+            i = skip(s, p + len(marker))
+            if i >= len(s) or s[i] not in "[{":
+                return [], i
+            end = json_list(s, p, i, ctx, scan, pieces)
+            k = skip(s, end)
+            if not s.startswith(_FENCE, k):
+                return [], end  # a fence that holds more than the calls: an example
+            pieces.append(wrapper(end, k + len(_FENCE)))
+            return spans_of(s, pieces, ctx.schemas, "command_r"), k + len(_FENCE)
+
+        spans += each_block(s, marker, _FENCE, read)
+    return sorted(spans, key=lambda sp: sp.start)
+
+
 FAMILY = Family("command_r", _command_r, markers=(_ACTION,))
+FAMILY_PLUS = Family("command_r", _command_r_plus, markers=_PLUS)
