@@ -12,7 +12,7 @@ meetkai-functionary-medium-v3.1.jinja: calls back to back, then `<|eom_id|>`.
 
 from __future__ import annotations
 
-from tests.toolcall_case import ONE, PROSE, THINK, TWO, Call, Case, j
+from tests.toolcall_case import ONE, PROSE, THINK, TOOLS, TWO, Call, Case, j, tool
 
 V32 = "llama.cpp models/templates/meetkai-functionary-medium-v3.2.jinja, test-chat functionary_v3_2"
 V31 = "llama.cpp models/templates/meetkai-functionary-medium-v3.1.jinja"
@@ -128,3 +128,18 @@ _V31_NEGATIVE = [
 ]
 
 CASES: list[Case] = [*_V32, *_V32_NEGATIVE, *_V31, *_V31_NEGATIVE]
+
+# v3.2's raw-code python call opening the reply (llama.cpp test-chat "python raw code"): a call
+# only with a `python` tool declared; without one the reply is text.
+_PY_TOOLS = (*TOOLS, tool("python", {"code": {"type": "string"}}))
+_RAW = "python\n# This is a program:\nprint('hey')"
+CASES += [
+    Case("functionary_python_raw_code", _RAW, None,
+         [("python", {"code": "# This is a program:\nprint('hey')"})], "functionary",
+         tools=_PY_TOOLS, source=V32),
+    Case("functionary_python_raw_code_then_all", _RAW + "\n>>>all\nDone.", "Done.",
+         [("python", {"code": "# This is a program:\nprint('hey')"})], "functionary",
+         tools=_PY_TOOLS, source=V32),
+    Case("functionary_python_word_without_python_tool", "python\nis a language.",
+         "python\nis a language.", [], None, source=V32),
+]  # fmt: skip

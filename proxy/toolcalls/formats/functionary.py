@@ -16,10 +16,13 @@ a call is the template's framing: it goes with the call, and its text stays cont
 The generation prompt ends with `>>>`, so a reply's first block arrives without it: `NAME\\n{json}`
 (a call, read only at the reply's start or right after a think block: the family's opener, as
 llama.cpp's `function_regex_start_only` reads it, the `{` right after the newline) or `all\\ntext`
-(words). That `all\\n`, or a `>>>all\\n` opening the reply, is the family's framing: recovery
-drops it from the content, as llama.cpp's common_chat_parse_functionary_v3_2 does (`all\\n` at
-the start matches its start-only regex, and the `all` recipient is content); never mid-prose,
-so a reply "all good" stays as it is.
+(words). With a `python` tool declared, `python\\n` and raw code (no JSON) opening the reply is
+a `python` call with {"code": ...}, as llama.cpp's functionary v3.2 parser reads it (test-chat
+"python raw code"); raw code after a later `>>>python` is not read. That `all\\n`, or a
+`>>>all\\n` opening the reply, is the family's framing: recovery drops it from the content, as
+llama.cpp's common_chat_parse_functionary_v3_2 does (`all\\n` at the start matches its
+start-only regex, and the `all` recipient is content); never mid-prose, so a reply "all good"
+stays as it is.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ _SEP = ">>>"
 _ALL = ">>>all\n"
 _NAME_MAX = 256  # how far a recipient's newline is looked for
 _NOT_IN_NAME = frozenset(" \t\r(){}[]<>\"',;=")
+_PYTHON = "python"  # the one recipient whose opening block may be raw code, not JSON
 
 
 def _recipient(s: str, at: int, limit: int) -> tuple[str, int] | None:
@@ -52,7 +56,7 @@ def _block(s: str, start: int, ctx: Ctx, scan: Scan) -> tuple[int, RawCall] | No
     name, i = found
     i = skip(s, i)
     if i >= len(s) or s[i] != "{":
-        return None  # a recipient with no JSON object: text (Functionary's raw python is not read)
+        return None  # a recipient with no JSON object: text (raw python: the opening block only)
     return _arguments(s, name, i, ctx, scan)
 
 
@@ -61,12 +65,28 @@ def _opening(s: str, ctx: Ctx, scan: Scan) -> Span | None:
     declared tool and the `{` right after the newline."""
     start = skip(s, 0)
     found = _recipient(s, start, scan.limit(start))
-    if found is None or found[0] not in ctx.schemas or not s.startswith("{", found[1]):
+    if found is None or found[0] not in ctx.schemas:
+        return None
+    if found[0] == _PYTHON and not s.startswith("{", found[1]):
+        return _raw_python(s, start, found[1])
+    if not s.startswith("{", found[1]):
         return None
     call = _arguments(s, found[0], found[1], ctx, scan)
     if call is None:
         return None
     return Span(start, _after(s, call[0]), [call[1]], "functionary")
+
+
+def _raw_python(s: str, start: int, i: int) -> Span | None:
+    """Functionary v3.2's raw-code call, `python\n<code>` opening the reply with a `python`
+    tool declared: llama.cpp's functionary v3.2 parser makes it a `python` call with
+    {"code": ...}. The code runs to the next block's `>>>` or the end; none is no call."""
+    end = s.find(_SEP, i)
+    end = len(s) if end < 0 else end
+    code = s[i:end].rstrip()
+    if not code.strip():
+        return None
+    return Span(start, _after(s, end), [(_PYTHON, {"code": code}, False)], "functionary")
 
 
 def _arguments(s: str, name: str, i: int, ctx: Ctx, scan: Scan) -> tuple[int, RawCall] | None:
@@ -105,6 +125,8 @@ FAMILY = Family(
     "functionary",
     _find,
     named=(">>>NAME",),
-    openers=("NAME\n{",),
+    # `python\n` is judged at the reply's start for any tool set (the finder reads it only when
+    # a `python` tool is declared): openers are templates over every declared name.
+    openers=("NAME\n{", "python\n"),
     framing=(_ALL, _ALL[len(_SEP) :]),
 )
