@@ -107,9 +107,6 @@ def _j(v: Any) -> str:
 
 # --- Hermes 2 Pro (old test_template_output_parsers, COMMON_CHAT_FORMAT_HERMES_2_PRO) -----------
 W = "test_template_output_parsers Hermes-2-Pro"
-WRAP_GAP = ("llama.cpp takes the JSON call out of a `<tool>`/`<tools>`/`<response>`/`<json>`/"
-            "`<xml>` wrapper; latchgate recovers it but leaves the emptied wrapper tags as "
-            "content.")
 J1 = '{"name": "special_function", "arguments": {"arg1": 1}}'
 _add("hermes-2-pro-call", f"<tool_call>\n{J1}\n</tool_call>", SF1, None, (SF,), W, "hermes")
 _add("hermes-2-pro-content", f"{HELLO}<tool_call>\n{J1}\n</tool_call>", SF1, HELLO, (SF,), W,
@@ -121,25 +118,21 @@ _add("hermes-2-pro-function-eq", '<function=special_function>{"arg1": 1}</functi
      (SF,), W, "functionary")
 _add("hermes-2-pro-function-name-attr",
      '<function name="special_function">\n{"arg1": 1}\n</function>', SF1, None, (SF,), W,
-     "hermes", gap='`<function name="NAME">{json}</function>` is not recognised; the text is '
-     "left as content.")
+     "hermes")
 for _tag in ("tool", "tools", "response", "json", "JSON"):
     _add(f"hermes-2-pro-{_tag.lower()}{'-upper' if _tag == 'JSON' else ''}-tag",
-         f"<{_tag}>\n  {J1}\n</{_tag}>", SF1, None, (SF,), W, "hermes",
-         **({} if _tag == "tools" else {"gap": WRAP_GAP}))
+         f"<{_tag}>\n  {J1}\n</{_tag}>", SF1, None, (SF,), W, "hermes")
 _add("hermes-2-pro-xml-tag", '<xml>\n  {\n    "name": "special_function", "arguments": '
-     '{"arg1": 1}\n  }\n</xml>', SF1, None, (SF,), W, "hermes", gap=WRAP_GAP)
+     '{"arg1": 1}\n  }\n</xml>', SF1, None, (SF,), W, "hermes")
 _add("hermes-2-pro-xml-fence-response", f"```xml\n<response>\n    {J1}\n</response>\n```", SF1,
-     None, (SF,), W, "hermes", gap="A ```xml fence holding `<response>{call}</response>` is "
-     "not recognised; the whole reply stays content.")
+     None, (SF,), W, "hermes")
 _add("hermes-2-pro-xml-fence", f"```xml\n  {J1}\n```", SF1, None, (SF,), W, "bare_json")
 _add("hermes-2-pro-plain-fence-indented", f"```\n  {J1}\n```", SF1, None, (SF,), W, "bare_json")
 _add("hermes-2-pro-plain-fence", f"```\n{J1}\n```", SF1, None, (SF,), W, "bare_json")
 _add("hermes-2-pro-json-fence", f"```json\n  {J1}\n```", SF1, None, (SF,), W, "bare_json")
 _add("hermes-2-pro-json-fence-function-call",
      f"```json\n\n{' ' * 20}<function_call> {J1} \n{' ' * 20}</function_call> \n``` ",
-     SF1, None, (SF,), W, "hermes", gap="The call inside `<function_call> ... </function_call>` "
-     "in a ```json fence is recovered but the fence and `</function_call>` are left as content.")
+     SF1, None, (SF,), W, "hermes")
 _add("hermes-2-pro-bare-json", J1, SF1, None, (SF,), W, "bare_json")
 _add("hermes-2-pro-bare-json-newline",
      '{\n  "name": "special_function", "arguments": {"arg1": 1}}', SF1, None, (SF,), W,
@@ -235,8 +228,7 @@ _add("qwen3-coder-no-open-tag", X_SF_OPEN, SF1, None, (SF,), W, "qwen3_coder")
 _add("qwen3-coder-prose-no-open-tag", f"Let me call it.\n{X_SF_OPEN}", SF1, "Let me call it.",
      (SF,), W, "qwen3_coder")
 _add("qwen3-coder-no-open-tag-parallel", f"{X_SF_OPEN}\n{X_SFO}", SF_PAIR, None, (SF, SFO), W,
-     "qwen3_coder", gap="With the first `<tool_call>` opener missing, both calls are recovered but "
-     "a stray `<tool_call>` is left as content.")
+     "qwen3_coder")
 _add("qwen3-coder-parallel", f"{X_SF}\n{X_SFO}", SF_PAIR, None, (SF, SFO), W, "qwen3_coder")
 _add("qwen3-coder-unicode", xml_call("python", [("code", "格")]), [("python", {"code": "格"})],
      None, (PY,), W, "qwen3_coder")
@@ -406,9 +398,7 @@ _neg("cohere2-text", f"{THINKING}<|END_THINKING|><|START_TEXT|>{HELLO}<|END_TEXT
      "command_r")
 W = "test_template_output_peg_parsers CohereForAI-c4ai-command-r-plus-tool_use"
 _add("command-r-plus-action-fence", 'Action:\n```json\n[{"tool_name": "special_function", '
-     '"parameters": {"arg1": 1}}]\n```', SF1, None, (SF,), W, "COMMAND_R_PLUS",
-     gap="Command R+'s `Action:` + fenced `[{tool_name, parameters}]` list: the call is "
-     "recovered but the `Action:` header is left as content.")
+     '"parameters": {"arg1": 1}}]\n```', SF1, None, (SF,), W, "COMMAND_R_PLUS")
 
 # --- Gemma 4 and FunctionGemma -----------------------------------------------------------------
 W = "test_template_output_peg_parsers google-gemma-4-31B-it"
@@ -836,8 +826,7 @@ _add("functionary-v3.1-call", '<function=special_function>{"arg1": 1}</function>
      (SF,), W, "functionary")
 W = "test_template_output_parsers Functionary-v3.1"
 _add("functionary-v3.1-cut-close", '<function=special_function>{"arg1": 1}<', SF1, None, (SF,), W,
-     "functionary", finish="length", gap="The call is recovered but the `<` of a cut-off "
-     "`</function>` is left as content.")
+     "functionary", finish="length")
 W = "test_template_output_peg_parsers meetkai-functionary-medium-v3.2"
 # The generation prompt ends in `>>>`: the model's text starts with the recipient.
 _add("functionary-v3.2-call", 'special_function\n{"arg1": 1}', SF1, None, (SF,), W,
@@ -848,8 +837,7 @@ _add("functionary-v3.2-content-then-call", 'all\nHello, world!\nnono\nWhat\'s up
      "functionary")
 _add("functionary-v3.2-python-raw-code", "python\n# This is a program:\nprint('hey')",
      [("python", {"code": "# This is a program:\nprint('hey')"})], None, (SF, PY), W,
-     "functionary", gap="Functionary v3.2's raw-code python call (`python\\n<code>`, no JSON) "
-     "is not recognised.")
+     "functionary")
 _add("functionary-v3.2-trailing-space", 'special_function\n{"arg1": 1} \n                    ', SF1,
      None, (SF,), W, "functionary")
 # latchgate drops the `all` recipient line as llama.cpp does.

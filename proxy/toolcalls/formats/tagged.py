@@ -129,11 +129,19 @@ def _tagged_at(
     return Span(p, i, calls, fmt) if calls else None
 
 
+# A strict wrapper's markers are the tag and the JSON it opens, for the whitespace a model puts
+# between them: the tag alone, common in markup, would hold a stream's text from it to the end.
+_STRICT_GAPS = ("", " ", "\n", "\n ", "\n  ", "\n   ", "\n    ", "\t", "\n\t", "\r\n", "\r\n  ")
+
+
 def _finder(open_: str, close: str | None, fmt: str) -> Family:
     def find(s: str, ctx: Ctx) -> list[Span]:
         return _tagged(s, ctx, open_, close, fmt)
 
-    return Family(fmt, find, markers=(open_,), closers=(close,) if close else ())
+    markers = (open_,)
+    if open_ in _STRICT:
+        markers = tuple(open_ + gap + value for gap in _STRICT_GAPS for value in "{[")
+    return Family(fmt, find, markers=markers, closers=(close,) if close else ())
 
 
 # One family a tag: the best of all finders is the one whose first call starts earliest.

@@ -406,3 +406,16 @@ def test_a_long_call_in_a_fence_after_prose_is_judged_in_linear_time() -> None:
         return lambda: _in_chunks(text)
 
     assert growth(make, 4_000) < 12
+
+
+@pytest.mark.parametrize("tag", ["<response>", "<xml>", "<json>", "<tool>"])
+def test_markup_tags_in_prose_are_relayed_as_they_come(tag: str) -> None:
+    """Hermes 2 Pro's wrappers are markers only with the JSON they open: the same tags in
+    markup are prose, relayed as they come instead of held to the end (formats/tagged.py)."""
+    text = f"Wrap it as {tag}ok{tag.replace('<', '</')} and then say more words here."
+    out, _ = run(list(text))
+    sent_before_end = "".join(
+        c["choices"][0]["delta"].get("content") or "" for c in out[:-1] if c.get("choices")
+    )
+    assert sent_before_end.startswith(f"Wrap it as {tag}ok")
+    assert client_view(out)[0] == text
