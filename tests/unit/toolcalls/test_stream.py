@@ -322,7 +322,8 @@ def test_a_long_held_call_is_judged_in_linear_time() -> None:
     everything, released_at = _in_chunks(text)
     assert released_at == -1  # held to the end: it is a call
     assert client_view(everything)[1][0][1:] == (
-        "write_file", json.dumps({"path": "a", "content": content}, separators=(",", ":"))
+        "write_file",
+        json.dumps({"path": "a", "content": content}, separators=(",", ":")),
     )
 
 
@@ -384,7 +385,7 @@ def test_a_fenced_block_that_is_not_a_call_is_released_before_it_closes() -> Non
     "unit",
     [
         "Some prose with ``` in it and more words. ",
-        "Text.\n```json\n{\"a\": 1}\n```\n",
+        'Text.\n```json\n{"a": 1}\n```\n',
         "Text.\n```\n",
         "``",
     ],
@@ -413,9 +414,13 @@ def test_markup_tags_in_prose_are_relayed_as_they_come(tag: str) -> None:
     """Hermes 2 Pro's wrappers are markers only with the JSON they open: the same tags in
     markup are prose, relayed as they come instead of held to the end (formats/tagged.py)."""
     text = f"Wrap it as {tag}ok{tag.replace('<', '</')} and then say more words here."
-    out, _ = run(list(text))
-    sent_before_end = "".join(
-        c["choices"][0]["delta"].get("content") or "" for c in out[:-1] if c.get("choices")
-    )
-    assert sent_before_end.startswith(f"Wrap it as {tag}ok")
-    assert client_view(out)[0] == text
+    proc = StreamToolProcessor(TOOLS)
+    sent = []
+    for piece in [
+        chunk({"role": "assistant", "content": ""}),
+        *(chunk({"content": c}) for c in text),
+    ]:
+        for c in proc.feed(piece):
+            sent.append(c["choices"][0]["delta"].get("content") or "")
+    # Before the upstream finishes, all but a possible marker's beginning has gone out.
+    assert "".join(sent).startswith(f"Wrap it as {tag}ok{tag.replace('<', '</')} and then say")
