@@ -925,10 +925,12 @@ KIMI_K3 = [
 ]
 
 
-_BARE_PY = ("A pythonic list written inside a line of prose (not on lines of its own) is not "
-            "recovered; issue 18 asks for prose around pythonic calls.")
-_BARE_JSON = ("Bare JSON written inside a line of prose (not on lines of its own) is not "
-              "recovered; issue 18 asks for prose around bare calls.")
+_BARE_PY = ("A bare call must open and end a line (formats/bare.py; the corpus negative "
+            "bare_call_followed_by_prose): inside a sentence it reads as an example, and stays "
+            "text; SGLang's pythonic detector takes a list anywhere in prose.")
+_BARE_JSON = ("A bare call must open and end a line (formats/bare.py; the corpus negative "
+              "bare_call_followed_by_prose): followed by words on its line it reads as an "
+              "example, and stays text; SGLang's llama32 detector takes it.")
 _THINK = ("BEHAVIOUR.md 4.1: latchgate has no reasoning parser and keeps the text before the call "
           "(and before `</think>`) as it was; SGLang's reasoning parser moves it to reasoning.")
 _K3_WRAP = ("Kimi K3's `<|open|>response<|sep|>` has been relayed before the tools start and stays "
@@ -937,13 +939,13 @@ _K3_WRAP = ("Kimi K3's `<|open|>response<|sep|>` has been relayed before the too
 _GIGA = ("GigaChat3's `<|message_sep|>...function call<|role_sep|>` framing is left in the content "
          "around the recovered call (the format is not catalogued).")
 MARKS: dict[str, dict[str, str]] = {
-    **{f"sglang-pythonic-{n}": {"gap": _BARE_PY} for n in (
+    **{f"sglang-pythonic-{n}": {"differs": _BARE_PY} for n in (
         "complete", "text-before", "partial", "text-after", "two-lists", "partial-nested")},
     "sglang-pythonic-python-start-prose-after": {"differs": (
         "BEHAVIOUR.md 4.1 keeps the remaining text trimmed; latchgate joins the text either side "
         "of a removed call with a newline where SGLang keeps both spaces.")},
-    "sglang-llama32-trailing-text": {"gap": _BARE_JSON},
-    "sglang-llama32-invalid-then-valid": {"gap": _BARE_JSON},
+    "sglang-llama32-trailing-text": {"differs": _BARE_JSON},
+    "sglang-llama32-invalid-then-valid": {"differs": _BARE_JSON},
     "sglang-kimik2-think-unclosed-then-call": {"differs": _THINK},
     "sglang-kimik2-think-in-text-content-then-call": {"differs": _THINK},
     "sglang-gptoss-text-after-call-dropped": {"differs": (

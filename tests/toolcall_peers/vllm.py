@@ -261,14 +261,15 @@ def _llama(name: str, text: str, calls: list[Call], test: str, content: str | No
                  **({"tools": LLAMA_TOOLS} | kw))
 
 
-_INLINE = ("Bare JSON written inside a line of prose (not on lines of its own) is not "
-           "recovered; issue 18 asks for prose around bare calls.")
+_INLINE = ("A bare call must open and end a line (formats/bare.py; the corpus negative "
+           "bare_call_followed_by_prose): inside a sentence it reads as an example, and stays "
+           "text; vLLM's llama3_json parser takes JSON anywhere in prose.")
 
 LLAMA3 = [
     _llama("prose-around",
            'Here is the result: {"name": "getOpenIncidentsTool", "parameters": {}} '
            "Would you like to know more?", [INCIDENTS], "test_extract_tool_calls_simple",
-          gap=_INLINE),
+          differs=_INLINE),
     _llama("parameters",
            '{"name": "searchTool", "parameters": {"query": "test query", "limit": 10}}',
            [("searchTool", {"query": "test query", "limit": 10})],
@@ -299,7 +300,7 @@ LLAMA3 = [
            "Would you like to know more?", THREE,
            "test_extract_tool_calls_multiple_json_with_surrounding_text",
            content="Here are the results:  Would you like to know more?",
-          gap=_INLINE),
+          differs=_INLINE),
     _llama("deeply-nested",
            '{"name": "complexTool", "parameters": {"level1": {"level2": {"level3": '
            '{"level4": {"value": "deep"}}}}}}', [("complexTool", NESTED)],
@@ -333,13 +334,13 @@ LLAMA3 = [
            "I used {searchTool} for this.", [("searchTool", {"query": "test"})],
            "test_extract_tool_calls_brace_in_trailing_text",
            content="I used {searchTool} for this.",
-          gap=_INLINE),
+          differs=_INLINE),
     _llama("json-fragment-in-trailing-text",
            '{"name": "searchTool", "parameters": {"query": "test"}} '
            'The arguments I passed were {"query": "test"}', [("searchTool", {"query": "test"})],
            "test_extract_tool_calls_json_fragment_in_trailing_text",
            content='The arguments I passed were {"query": "test"}',
-          gap=_INLINE),
+          differs=_INLINE),
     *(
         _llama(f"separator-{label}",
                '{"name": "searchTool", "parameters": {"query": "test1"}}' + sep
