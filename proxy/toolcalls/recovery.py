@@ -23,7 +23,16 @@ import orjson
 from proxy.jsontext import compact
 from proxy.observe.events import TOOL_RECOVERED, Event
 from proxy.toolcalls.arguments import OK, REPAIRED, TRUNCATED, argument_event, repair_arguments
-from proxy.toolcalls.formats import CLOSERS, FALLBACK, FAMILIES, FENCE, FRAMING, LINE_OPEN
+from proxy.toolcalls.formats import (
+    CLOSERS,
+    FALLBACK,
+    FAMILIES,
+    FENCE,
+    FRAMING,
+    FRAMING_FAMILY,
+    LINE_OPEN,
+    framing_start,
+)
 from proxy.toolcalls.scan import (
     END_TOKENS,
     THINK_CLOSE,
@@ -140,7 +149,7 @@ def _unframed(scan: str) -> tuple[str, str | None]:
     k = skip(scan, 0)
     for framing in FRAMING:
         if scan.startswith(framing, k):
-            return scan[:k] + scan[k + len(framing) :], framing
+            return scan[: framing_start(scan, k, framing)] + scan[k + len(framing) :], framing
     return scan, None
 
 
@@ -223,7 +232,7 @@ def _without_left_over(text: str, framing: str | None, floor: int = 0) -> Found 
     if framing is None and end == len(text):
         return None
     content = text[:end]
-    label = next((f.name for f in FAMILIES if framing in f.framing), END_TOKENS_LABEL)
+    label = FRAMING_FAMILY.get(framing or "", END_TOKENS_LABEL)
     return Found(content if content.strip() else None, [], label)
 
 

@@ -27,7 +27,14 @@ from typing import Any
 from proxy.jsontext import compact
 from proxy.observe.events import HOLDBACK_RELEASED, Event
 from proxy.toolcalls.arguments import argument_event, repair_arguments
-from proxy.toolcalls.formats import FENCE, FENCE_INFO_MAX, FRAMING, openers, triggers
+from proxy.toolcalls.formats import (
+    FENCE,
+    FENCE_INFO_MAX,
+    FRAMING,
+    framing_start,
+    openers,
+    triggers,
+)
 from proxy.toolcalls.recovery import (
     LEFT_OVER,
     REASONING_KEYS,
@@ -488,8 +495,10 @@ class StreamToolProcessor:
         k = _skip_space(held, pos)
         for framing in self._marks.framing:
             if held.startswith(framing, k):
-                state.dropped = (sum(map(len, state.released)) + k, framing)
-                state.held = held = held[:k] + held[k + len(framing) :]
+                # The whitespace its template writes before it goes too (not before `pos`).
+                start = max(pos, framing_start(held, k, framing))
+                state.dropped = (sum(map(len, state.released)) + start, held[start:k] + framing)
+                state.held = held = held[:start] + held[k + len(framing) :]
                 break
         return held
 

@@ -19,6 +19,7 @@ from proxy.toolcalls.formats import (
     dsml,
     functionary,
     gemma,
+    glimmer,
     harmony,
     hunyuan,
     kimi,
@@ -55,6 +56,7 @@ FAMILIES: tuple[Family, ...] = (
     minimax_m3.FAMILY,
     dsml.FAMILY,
     step3.FAMILY,
+    glimmer.FAMILY,
 )
 # Closing tags of every family: one left next to a recovered call goes with it.
 CLOSERS = tuple(dict.fromkeys(c for family in FAMILIES for c in family.closers))
@@ -63,7 +65,24 @@ FENCE = bare.FENCE
 FENCE_INFO_MAX = bare.FENCE_INFO_MAX
 LINE_OPEN = bare.LINE_OPEN
 # What a reply may open with that is a template's framing, not the model's words (Family.framing).
-FRAMING = tuple(dict.fromkeys(f for family in FAMILIES for f in family.framing))
+# A framing is looked for after the whitespace a reply opens with; the whitespace its template
+# writes before it (Glimmer's ` to=user<|message|>`) goes with it (`framing_start`).
+FRAMING = tuple(dict.fromkeys(f.lstrip() for family in FAMILIES for f in family.framing))
+_FRAMING_LEAD = {
+    f.lstrip(): f[: len(f) - len(f.lstrip())]
+    for family in FAMILIES
+    for f in family.framing
+    if f[:1].isspace()
+}
+# The family each framing is written by (its label when a reply holds nothing else).
+FRAMING_FAMILY = {f.lstrip(): family.name for family in reversed(FAMILIES) for f in family.framing}
+
+
+def framing_start(s: str, k: int, framing: str) -> int:
+    """Where the framing found at s[k] is dropped from: before the whitespace its template
+    writes before it, when that is what precedes it."""
+    lead = _FRAMING_LEAD.get(framing, "")
+    return k - len(lead) if lead and s.endswith(lead, 0, k) else k
 
 
 def triggers(names: Iterable[str]) -> list[str]:
