@@ -589,8 +589,9 @@ class StreamToolProcessor:
             k = _skip_space(s, end, ";")
             if k == len(s):
                 return _COMPLETE, end
-            if s.startswith("</tool_call>", k):
-                end = k + len("</tool_call>")
+            stray = next((t for t in _STRAY_CLOSERS if s.startswith(t, k)), None)
+            if stray is not None:  # LFM2's opener-less list: formats/tagged.py decides
+                end = k + len(stray)
                 continue
             if (after := past_end_tokens(s, k)) > k:
                 end = after  # <|eot_id|> after Llama's JSON call, and the like
@@ -840,7 +841,9 @@ _SPACE, _NO, _OPEN, _COMPLETE, _TO_END = "space", "no", "open", "complete", "to_
 _UNSURE = "unsure"  # it may be, and the next character may decide
 _UNSURE_MAX = 256  # a tail judged unsure is judged again on every chunk up to this length
 # What may follow a complete call in a bare or fenced reply, seen while it may still be arriving.
-_CLOSERS = ("</tool_call>", *END_TOKENS)
+# Closers a run may be followed by whose opening tag a server ate.
+_STRAY_CLOSERS = ("</tool_call>", "<|tool_call_end|>")
+_CLOSERS = (*_STRAY_CLOSERS, *END_TOKENS)
 
 
 def _as_came(state: _Choice, sent: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from tests.toolcall_case import ONE, PROSE, THINK, TWO, Call, Case, j
 
 SRC = "vLLM internlm2_tool_parser.py (`parameters`, then `arguments`)"
+SGLANG = "SGLang test/registered/unit/function_call/test_internlm_detector.py"
 TEMPLATE = "InternLM2.5 chat template (<|im_end|> ends the turn)"
 
 
@@ -39,7 +40,17 @@ CASES: list[Case] = [
          internlm2([("book_flight", {"to": "NYC"}), *TWO[1:]]),
          '<|action_start|><|plugin|>\n{"name": "book_flight", "parameters": {"to": "NYC"}}'
          "<|action_end|>", TWO[1:], "internlm2", source=SRC),
+    # Whitespace between the two tokens (SGLang's InternLM detector cases).
+    Case("internlm2_space_between_tokens",
+         '<|action_start|> <|plugin|>\n{"name": "get_time", "parameters": {"tz": "UTC"}}'
+         "<|action_end|>", None, [("get_time", {"tz": "UTC"})], "internlm2", source=SGLANG),
+    Case("internlm2_newline_between_tokens",
+         f"{PROSE}<|action_start|>\n<|plugin|>\n"
+         + j({"name": "get_time", "parameters": {"tz": "UTC"}}) + "<|action_end|>", PROSE,
+         [("get_time", {"tz": "UTC"})], "internlm2", source=SGLANG),
     # Negatives: the text stays as it was.
+    Case("internlm2_space_between_tokens_no_json",
+         "hi <|action_start|> <|plugin|>get_weather('paris')", None, [], None, source=SGLANG),
     Case("internlm2_marker_in_prose",
          "InternLM marks a plugin call with <|action_start|><|plugin|> and a JSON object.",
          "InternLM marks a plugin call with <|action_start|><|plugin|> and a JSON object.",

@@ -1,6 +1,7 @@
-"""Pythonic calls' edges (Llama 3.2/4, LFM2, OLMo 3's literals): JSON literals inside Python
-calls, dotted names, raw newlines and quotes inside strings, and what stays text (leading-zero
-integers, positional arguments, non-finite numbers, expressions). Inside a marker an unreadable
+"""Pythonic calls' edges (Llama 3.2/4, LFM2 with and without its list or its opener, OLMo 3's
+literals): JSON literals inside Python calls, dotted names, raw newlines and quotes inside
+strings, and what stays text (leading-zero integers, positional arguments, non-finite numbers,
+expressions). Inside a marker an unreadable
 call is dropped and its siblings kept; with no marker the list must be nothing but calls.
 
 Sources: vLLM tests/tool_parsers/test_pythonic_tool_parser.py, test_llama4_pythonic_tool_parser.py
@@ -18,6 +19,7 @@ LLAMA4 = "vLLM tests/tool_parsers/test_llama4_pythonic_tool_parser.py"
 OLMO3 = "vLLM tests/tool_parsers/test_olmo3_tool_parser.py"
 UTILS = "vLLM vllm/tool_parsers/utils.py"
 SGLANG = "SGLang test/registered/function_call/test_function_call_parser.py"
+OLLAMA_LFM2 = "Ollama model/parsers/lfm2_test.go (TestLFM2Parser_parseToolCallsContent)"
 LFM2 = "LM Studio#1979 (LFM2 <|tool_call_start|>), toolcall-formats.md section 5"
 WEB = (*TOOLS, tool("web.search", {"query": {"type": "string"}}))
 THINK = "<think>\nThe user wants the time.\n</think>"
@@ -74,6 +76,21 @@ CASES: list[Case] = [
          "get_file_info(path='desktop/a.txt')]<|tool_call_end|><|im_end|>",
          "Let me look.", [("list_directory", {"path": "desktop"}),
                           ("get_file_info", {"path": "desktop/a.txt"})], "lfm2", source=LFM2),
+    # LFM2's one call with no list around it, and a list whose opener a server ate.
+    Case("pythonic_edges_lfm2_unbracketed",
+         "<|tool_call_start|>get_time(tz='UTC')<|tool_call_end|>",
+         None, [("get_time", {"tz": "UTC"})], "lfm2", source=OLLAMA_LFM2),
+    Case("pythonic_edges_lfm2_unbracketed_spaces",
+         'Let me look.<|tool_call_start|>get_weather( city = "Paris" , days = 3 )'
+         "<|tool_call_end|>",
+         "Let me look.", [("get_weather", {"city": "Paris", "days": 3})], "lfm2",
+         source=OLLAMA_LFM2),
+    Case("pythonic_edges_lfm2_orphan_end",
+         "[get_time(tz='UTC')]<|tool_call_end|>",
+         None, [("get_time", {"tz": "UTC"})], "lfm2", source=OLLAMA_LFM2),
+    Case("pythonic_edges_lfm2_orphan_end_after_think",
+         f"{THINK}\n[get_time(tz='UTC')]<|tool_call_end|><|im_end|>",
+         THINK, [("get_time", {"tz": "UTC"})], "lfm2", source=OLLAMA_LFM2),
     # A marker vouches for its calls: the unreadable one is dropped, its siblings are kept.
     Case("pythonic_edges_marker_bad_sibling_positional",
          "<|tool_call_start|>[get_weather('Paris'), get_time(tz='UTC')]<|tool_call_end|>",
@@ -94,6 +111,13 @@ CASES: list[Case] = [
     # No marker: a list with one unreadable call is not a list of calls.
     Case("pythonic_edges_bare_bad_sibling",
          "[get_weather('Paris'), get_time(tz='UTC')]", None, [], None, source=VLLM),
+    # An unbracketed call must be all its tag holds.
+    Case("pythonic_edges_lfm2_unbracketed_then_words",
+         "<|tool_call_start|>get_time(tz='UTC') and then more<|tool_call_end|>", None, [], None,
+         source=OLLAMA_LFM2),
+    Case("pythonic_edges_lfm2_unbracketed_no_parenthesis",
+         '<|tool_call_start|>get_weather city="Paris")<|tool_call_end|>', None, [], None,
+         source=OLLAMA_LFM2),
     Case("pythonic_edges_marker_only_bad_call",
          "<|tool_call_start|>[get_weather('Paris')]<|tool_call_end|>", None, [], None,
          source=LFM2),

@@ -14,11 +14,12 @@ import re
 
 from proxy.toolcalls.formats.glm import glm_call
 from proxy.toolcalls.formats.qwen3_coder import function_tag
-from proxy.toolcalls.scan import Scan, skip
+from proxy.toolcalls.scan import Scan, skip, value_end
 from proxy.toolcalls.spans import Ctx, Family, RawCall, Span
 from proxy.toolcalls.values import json_seq, pythonic_calls
 
 _PYTHON_CALL = re.compile(r"[\w.]+\.call\(")
+_LFM2_CALL = re.compile(r"[A-Za-z_][\w.]*\s*\(")
 
 _TAGGED: list[tuple[str, str | None, str]] = [
     ("<tool_call>", "</tool_call>", "hermes"),
@@ -42,9 +43,13 @@ _TAGGED: list[tuple[str, str | None, str]] = [
     ("<|python_start|>", "<|python_end|>", "llama3"),
     # The `[` is part of the marker: the word "functools" alone is prose about Python.
     ("functools[", None, "functools"),
-    # InternLM2 / 2.5: one `{"name", "parameters"}` object an action (vLLM internlm2 parser).
+    # InternLM2 / 2.5: one `{"name", "parameters"}` object an action (vLLM internlm2 parser);
+    # SGLang's InternLM detector cases write whitespace between the two tokens.
     ("<|action_start|><|plugin|>", "<|action_end|>", "internlm2"),
+    ("<|action_start|> <|plugin|>", "<|action_end|>", "internlm2"),
+    ("<|action_start|>\n<|plugin|>", "<|action_end|>", "internlm2"),
 ]
+_LFM2_OPEN, _LFM2_CLOSE = "<|tool_call_start|>", "<|tool_call_end|>"
 
 
 # Tags common in prose and markup (`<response>`, `<xml>`): a call only when JSON calls are all
@@ -114,19 +119,49 @@ def _tagged_at(
         i, call = glm
         calls.append(call)
         fmt = "glm"
-    elif open_ == "<|python_tag|>" and (m := _PYTHON_CALL.match(s, i)):
-        end = scan.value(m.end() - 1)
-        found_py = pythonic_calls(s[i:end]) if end else None
-        if not found_py:
-            return None
+    elif (py := _pythonic(s, i, open_, close, scan)) is not None:
+        i, found_py = py
         calls.extend(found_py)
-        i = end or len(s)
     else:
         return None
     i = skip(s, i)
     if close and s.startswith(close, i):
         i += len(close)
     return Span(p, i, calls, fmt) if calls else None
+
+
+def _pythonic(
+    s: str, i: int, open_: str, close: str | None, scan: Scan
+) -> tuple[int, list[RawCall]] | None:
+    """The pythonic calls a tag holds with no list around them, and where they end: Llama's
+    `<|python_tag|>NS.call(..)`, or LFM2's one `NAME(..)` (Ollama's lfm2 cases), which must be
+    all its tag holds."""
+    pattern = _PYTHON_CALL if open_ == "<|python_tag|>" else _LFM2_CALL
+    m = pattern.match(s, i) if open_ in ("<|python_tag|>", _LFM2_OPEN) else None
+    if m is None:
+        return None
+    end = scan.value(m.end() - 1)
+    if end is None or (open_ == _LFM2_OPEN and not s.startswith(close or "", skip(s, end))):
+        return None
+    found = pythonic_calls(s[i:end])
+    return (end, found) if found else None
+
+
+def _lfm2_orphan(s: str, ctx: Ctx) -> list[Span]:
+    """LFM2's `[NAME(..)]<|tool_call_end|>` whose `<|tool_call_start|>` was eaten (Ollama's
+    lfm2 cases): a call only as the reply's opening (the family's opener), every element a
+    declared tool's readable call, the closer right after the list."""
+    start = skip(s, 0)
+    if not s.startswith("[", start):
+        return []
+    end = value_end(s, start)
+    close = skip(s, end) if end is not None else -1
+    if end is None or not s.startswith(_LFM2_CLOSE, close):
+        return []
+    calls = pythonic_calls(s[start:end], ctx.schemas, strict=True)
+    if not calls or any(name not in ctx.schemas for name, _, _ in calls):
+        return []
+    return [Span(start, close + len(_LFM2_CLOSE), calls, "lfm2")]
 
 
 # A strict wrapper's markers are the tag and the JSON it opens, for the whitespace a model puts
@@ -138,11 +173,14 @@ def _finder(open_: str, close: str | None, fmt: str) -> Family:
     def find(s: str, ctx: Ctx) -> list[Span]:
         return _tagged(s, ctx, open_, close, fmt)
 
-    markers = (open_,)
+    markers: tuple[str, ...] = (open_,)
     if open_ in _STRICT:
         markers = tuple(open_ + gap + value for gap in _STRICT_GAPS for value in "{[")
     return Family(fmt, find, markers=markers, closers=(close,) if close else ())
 
 
 # One family a tag: the best of all finders is the one whose first call starts earliest.
-FAMILIES = tuple(_finder(o, c, f) for o, c, f in _TAGGED)
+FAMILIES = (
+    *(_finder(o, c, f) for o, c, f in _TAGGED),
+    Family("lfm2", _lfm2_orphan, openers=("[NAME(",)),
+)
