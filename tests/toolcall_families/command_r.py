@@ -7,6 +7,7 @@ from typing import Any
 from tests.toolcall_case import ONE, PROSE, TWO, Call, Case, j
 
 TEMPLATE = "llama.cpp models/templates/CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja"
+OLLAMA = "Ollama model/parsers/cohere_test.go (TestCohereParseMalformedActions)"
 PARSER = "vLLM tests/tool_parsers/test_cohere_command_tool_parser.py"
 PLAN = "<|START_THINKING|>I will look up the weather, then the time.<|END_THINKING|>"
 
@@ -51,7 +52,14 @@ CASES: list[Case] = [
     Case("command_r_response_after_action_unwrapped",
          action(ONE) + "<|START_RESPONSE|>Checking now.<|END_RESPONSE|><|END_OF_TURN_TOKEN|>",
          "Checking now.", ONE, "command_r", source=PARSER + " (cmd3-citations_no_tool_calls)"),
+    # A comma left out between two items: both are calls (Ollama's Cohere cases).
+    Case("command_r_missing_comma",
+         "<|START_ACTION|>[" + item(0, *ONE[0]) + item(1, *TWO[1]) + "]<|END_ACTION|>", None,
+         TWO, "command_r", source=OLLAMA),
     # Negatives
+    Case("command_r_missing_comma_undeclared_only",
+         "<|START_ACTION|>[" + item(0, "delete_all", {}) + item(1, "drop", {}) + "]<|END_ACTION|>",
+         None, [], None, source=OLLAMA),
     Case("command_r_marker_in_prose",
          "Command R writes <|START_ACTION|> and then a list of calls.", None, [], None),
     Case("command_r_undeclared_only", action([("delete_all", {"force": True})]), None, [], None),

@@ -68,8 +68,9 @@ def _blank(s: str, i: int, j: int) -> bool:
 
 
 def json_list(s: str, start: int, i: int, ctx: Ctx, scan: Scan, pieces: list[Piece]) -> int:
-    """Pieces of a list of call objects at s[i] (`[{..}, {..}]`, or one `{..}`), the wrapper
-    from `start` (the block's marker) on; where the list ends.
+    """Pieces of a list of call objects at s[i] (`[{..}, {..}]`, or one `{..}`; a comma left
+    out between two objects is no end), the wrapper from `start` (the block's marker) on;
+    where the list ends.
 
     Each object is its own piece, split by a string-aware scan bounded by the block's next
     marker. An object that does not close ends the list: it is a call only when the reply was
@@ -88,10 +89,10 @@ def json_list(s: str, start: int, i: int, ctx: Ctx, scan: Scan, pieces: list[Pie
         if end == len(s):
             return end
         k = skip(s, end)
-        if not s.startswith(",", k):
-            j = k
+        # A missing comma between two objects (Ollama's Cohere cases): the next is still one.
+        j = skip(s, k + 1) if s.startswith(",", k) else k
+        if j == k and not s.startswith("{", k):
             break
-        j = skip(s, k + 1)
         pieces.append(wrapper(end, j))
     if s.startswith("]", j):
         pieces.append(wrapper(j, j + 1))
