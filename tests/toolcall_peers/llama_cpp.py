@@ -924,9 +924,6 @@ GLIMMER = ('<atem:function_calls>\n<atem:invoke name="special_function">\n'
            '<atem:parameter name="arg1">1</atem:parameter>\n</atem:invoke>\n'
            "</atem:function_calls>")
 _add("muse-glimmer-call", " to=special_function<|message|>" + GLIMMER, SF1, None, (SF,), W,
-     "MUSE_GLIMMER", gap="Muse Glimmer's `to=NAME<|message|><atem:function_calls>` invoke "
-     "markup is not recognised.")
+     "MUSE_GLIMMER")
 _add("muse-glimmer-quoted-markup", f" to=user<|message|>You invoke it like this:\n{GLIMMER}"
-     "<|eot|>", [], f"You invoke it like this:\n{GLIMMER}", (SF,), W, "MUSE_GLIMMER",
-     gap="Muse Glimmer's ` to=user<|message|>` answer header is not recognised and stays in "
-     "content (llama.cpp strips it; the markup quoted after it is rightly not a call).")
+     "<|eot|>", [], f"You invoke it like this:\n{GLIMMER}", (SF,), W, "MUSE_GLIMMER")

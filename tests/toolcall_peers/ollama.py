@@ -705,27 +705,18 @@ LFM2: list[PeerCase] = [
                                "multiSelect": False, "metadata": {"priority": 1, "active": True}})],
          [_t("AskUserQuestion", question=S, headers=A, options=A, multiSelect=B, metadata=OBJ)]),
     _lfc("single_python_style_call", "bash(command='ls -la')", [("bash", {"command": "ls -la"})],
-         _BASH,
-        gap=("An unbracketed pythonic call inside `<|tool_call_start|>...<|tool_call_end|>` "
-             "(`bash(command='ls -la')`) is not recovered; only the `[f(...)]` list form is.")),
+         _BASH),
     _lfc("multiple_args", "bash(command='ls', flag='-la', count=42)",
          [("bash", {"command": "ls", "flag": "-la", "count": 42})],
-         [_t("bash", command=S, flag=S, count=INT)],
-        gap=("An unbracketed pythonic call inside `<|tool_call_start|>...<|tool_call_end|>` "
-             "(`bash(command='ls -la')`) is not recovered; only the `[f(...)]` list form is.")),
+         [_t("bash", command=S, flag=S, count=INT)]),
     _lfc("three_calls", "[a(x='1'),b(y='2'),c(z='3')]",
          [("a", {"x": "1"}), ("b", {"y": "2"}), ("c", {"z": "3"})],
          [_t("a", x=S), _t("b", y=S), _t("c", z=S)]),
     _lfc("whitespace_around_args", 'func( arg1 = "value1" , arg2 = 42 )',
-         [("func", {"arg1": "value1", "arg2": 42})], [_t("func", arg1=S, arg2=INT)],
-        gap=("An unbracketed pythonic call inside `<|tool_call_start|>...<|tool_call_end|>` "
-             "(`bash(command='ls -la')`) is not recovered; only the `[f(...)]` list form is.")),
+         [("func", {"arg1": "value1", "arg2": 42})], [_t("func", arg1=S, arg2=INT)]),
     _case("lfm2-calls-orphan-end-tag", LF,
           "TestLFM2Parser_parseToolCallsContent/single_call_with_orphan_end_tag", "lfm2",
-          "[bash(command='ls')]<|tool_call_end|>", [("bash", {"command": "ls"})], None, _BASH,
-        gap=("A pythonic list followed by a stray `<|tool_call_end|>` (its open marker "
-             "eaten) is not recovered: the closer is dropped and the call left in the "
-             "content as text.")),
+          "[bash(command='ls')]<|tool_call_end|>", [("bash", {"command": "ls"})], None, _BASH),
     _neg("lfm2-missing-parenthesis", LF, "TestLFM2Parser_parseToolCallContent/missing_parenthesis",
          "lfm2", _lf('get_weather location="Paris")'), _LF_WX),
     _neg("lfm2-invalid-argument-format", LF,
@@ -1042,9 +1033,7 @@ COHERE: list[PeerCase] = [
           '{"tool_call_id": "1", "tool_name": "b", "parameters": {"x": "{not json}"}}'
           "]<|END_ACTION|>",
           [("a", {}), ("b", {"x": "{not json}"})], "<|END_THINKING|>",
-          [tool("a", {}), _t("b", x=S)],
-        gap=("In an action list missing the comma between two call objects only the first is"
-             " recovered and the second leaks into the content.")),
+          [tool("a", {}), _t("b", x=S)]),
     _neg("cohere-garbage-action", CO, "TestCohereParseMalformedActions/garbage", "command_r",
          "x<|END_THINKING|><|START_ACTION|>[!!!]<|END_ACTION|>", [tool("a", {})]),
 ]  # fmt: skip
@@ -1190,18 +1179,14 @@ GLIMMER: list[PeerCase] = [
           None,
           [tool("tools.run", {"text": {"type": S}, "count": {"type": INT}, "enabled": {"type": B},
                               "items": {"type": A}, "config": {"type": OBJ},
-                              "choice": {"anyOf": [{"type": "null"}, {"type": S}]}})],
-        gap=("latchgate has no family for Glimmer's `<atem:function_calls><atem:invoke "
-             "name=..>` calls after a ` to=NAME<|message|>` header.")),
+                              "choice": {"anyOf": [{"type": "null"}, {"type": S}]}})]),
     _case("glimmer-control-token-text-in-value", GL,
           "TestGlimmerParserATEMValueMayContainControlTokenText", "glimmer",
           " to=echo<|message|>" + _atem(
               "echo", '<atem:parameter name="text">literal <|eot|> and <|start|>assistant '
                       "to=user<|message|> text</atem:parameter>\n") + "<|eot|>",
           [("echo", {"text": "literal <|eot|> and <|start|>assistant to=user<|message|> text"})],
-          None, [_t("echo", text=S)],
-        gap=("latchgate has no family for Glimmer's `<atem:function_calls><atem:invoke "
-             "name=..>` calls after a ` to=NAME<|message|>` header.")),
+          None, [_t("echo", text=S)]),
 ]  # fmt: skip
 
 # ---------------------------------------------------------------------------------------------

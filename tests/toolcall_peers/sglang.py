@@ -971,9 +971,6 @@ MARKS: dict[str, dict[str, str]] = {
         "SGLang drops the analysis channel before the call and the final text after it; "
         "latchgate keeps text before a call as it was and the final text as content (BEHAVIOUR.md "
         "4.1), only the final message's header goes.")},
-    "sglang-internlm-complete": {"gap": (
-        "InternLM's `<|action_start|> <|plugin|>` with a space between the tokens is not "
-        "recognised, so the call stays text.")},
 }
 
 CASES: list[PeerCase] = [replace(c, **MARKS.get(c.name, {})) for c in [
