@@ -91,6 +91,11 @@ _POSITIVE = [
          '<tool_call>run<arg_key>opts</arg_key><arg_value>{\\"dir\\": \\"C:\\\\\\\\tmp\\"}'
          "</arg_value></tool_call>", None, [("run", {"opts": {"dir": "C:\\tmp"}})], "glm",
          source="SGLang test/registered/function_call glm47 array escaped JSON"),
+    # The name on the wrapper's first line, the arguments one JSON object (Poolside Laguna).
+    Case("glm_variants_name_line_json_arguments",
+         'Checking.\n<tool_call>get_weather\n{"city": "Paris", "days": 3}\n</tool_call>',
+         "Checking.", ONE, "glm",
+         source="Ollama model/parsers/laguna_test.go: name line then JSON arguments"),
 ]
 
 _NEGATIVE = [
@@ -98,6 +103,8 @@ _NEGATIVE = [
          source=VLLM47),
     Case("glm_variants_cut_off_stop",
          "<tool_call>get_time<arg_key>tz</arg_key><arg_value>UT", None, [], None),
+    Case("glm_variants_name_line_json_undeclared",
+         '<tool_call>delete_all\n{"force": true}</tool_call>', None, [], None),
     Case("glm_variants_marker_in_prose", "Wrap calls as <tool_call>NAME</tool_call> tags.", None,
          [], None),
     Case("glm_variants_non_finite_alone",

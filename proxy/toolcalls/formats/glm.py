@@ -18,6 +18,9 @@ whose `</arg_value>` was forgotten ends at the next `<arg_key>K</arg_key>` (K a 
 tool) or `</tool_call>`, when no `</arg_value>` comes first; one whose `<arg_value>` was forgotten
 runs from the key to a `</arg_value>` with no tag between. A value that cannot be sent as JSON
 (a non-finite number for a number parameter) rejects its call, which stays text.
+
+Poolside Laguna writes the same wrapper with the name on its first line and the arguments as
+one JSON object after it (`<tool_call>NAME\\n{...}</tool_call>`, Ollama's laguna parser tests).
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from proxy.toolcalls.arguments import loads_lenient
 from proxy.toolcalls.formats.qwen3_coder import typed_args
-from proxy.toolcalls.scan import Next, skip
+from proxy.toolcalls.scan import Next, skip, value_end
 from proxy.toolcalls.spans import Ctx, RawCall
 from proxy.toolcalls.values import tool_props
 
 _GLM_NAME = re.compile(r"\s*([\w.\-]+)\s*(?=<arg_key>|</tool_call>)")
+_NAME_LINE = re.compile(r"\s*([\w.\-]+)[ \t]*\n\s*(?=\{)")
 _KEY, _KEY_END = "<arg_key>", "</arg_key>"
 _VALUE, _VALUE_END = "<arg_value>", "</arg_value>"
 _CALL_END = "</tool_call>"
@@ -51,7 +56,7 @@ def glm_call(s: str, i: int, ctx: Ctx, limit: int) -> tuple[int, RawCall] | None
     """The GLM call whose name starts at s[i] (after `<tool_call>`), and where it ends."""
     m = _GLM_NAME.match(s, i, limit)
     if m is None:
-        return None
+        return _name_line_json(s, i, ctx, limit)
     name, i = m.group(1), m.end()
     props = tool_props(ctx.schemas, name)
     ends = _Ends(s, limit, props)
@@ -68,6 +73,21 @@ def glm_call(s: str, i: int, ctx: Ctx, limit: int) -> tuple[int, RawCall] | None
         return None
     args = typed_args(raw, props)
     return None if args is None else (i, (name, args, False))
+
+
+def _name_line_json(s: str, i: int, ctx: Ctx, limit: int) -> tuple[int, RawCall] | None:
+    """`NAME` on the wrapper's first line and a JSON object of its arguments after it, closed
+    by `</tool_call>` (Poolside Laguna in Ollama's laguna parser tests); None when it is not."""
+    m = _NAME_LINE.match(s, i, limit)
+    if m is None or m.group(1) not in ctx.schemas:
+        return None
+    end = value_end(s, m.end(), limit)
+    if end is None or not s.startswith(_CALL_END, skip(s, end)):
+        return None
+    parsed = loads_lenient(s[m.end() : end])
+    if parsed is None or not isinstance(parsed[0], dict):
+        return None
+    return end, (m.group(1), parsed[0], parsed[1])
 
 
 def _pair(s: str, i: int, ends: _Ends, truncated: bool) -> tuple[str, str, int] | None:
