@@ -19,6 +19,7 @@ from proxy.toolcalls.formats import (
     dsml,
     functionary,
     gemma,
+    gigachat,
     glimmer,
     harmony,
     hunyuan,
@@ -56,6 +57,7 @@ FAMILIES: tuple[Family, ...] = (
     minimax_m3.FAMILY,
     dsml.FAMILY,
     step3.FAMILY,
+    gigachat.FAMILY,
     glimmer.FAMILY,
 )
 # Closing tags of every family: one left next to a recovered call goes with it.

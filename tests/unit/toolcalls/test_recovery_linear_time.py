@@ -34,6 +34,8 @@ ADVERSARIAL = [
     "<|python_tag|>search.call(",
     "functools[{ ",
     "<｜tool▁call▁begin｜>search<｜tool▁sep｜>{ ",
+    "<|function_call|>{ ",
+    "<|message_sep|>function call<|role_sep|>\n{ ",
 ]
 
 
