@@ -24,6 +24,7 @@ from proxy.toolcalls.formats import (
     harmony,
     hunyuan,
     kimi,
+    minicpm,
     minimax,
     minimax_m3,
     mistral,
@@ -40,7 +41,7 @@ FAMILIES: tuple[Family, ...] = (
     hunyuan.FAMILY,  # before tagged.py's `<tool_calls>`: it reads the same list call by call
     *tagged.FAMILIES,
     qwen3_coder.FAMILY,
-    qwen3_coder.FAMILY_NAMED,
+    minicpm.FAMILY,  # `<function name="NAME">`: MiniCPM5's <param> body or a JSON one
     mistral.FAMILY,
     deepseek.FAMILY,
     harmony.FAMILY,

@@ -4,8 +4,9 @@ by the tool's schema (values.typed_value). The same tag with a JSON object after
 (`<function=NAME>{...}</function>`) is label `function_tag`: Llama 3.1's custom tool format and
 Functionary v3.1 (meetkai-functionary-medium-v3.1.jinja in llama.cpp's models/templates: one
 `<function=NAME>{json}</function>` per call, the calls back to back, then `<|eom_id|>`), and
-`<function name="NAME">{json}</function>` (Hermes 2 Pro, as llama.cpp's parser takes it).
-research/toolcall-formats.md, sections 1 and 8.
+`<function name="NAME">{json}</function>` (Hermes 2 Pro, as llama.cpp's parser takes it), which
+formats/minicpm.py reads with MiniCPM5's `<param>` body. research/toolcall-formats.md, sections
+1 and 8.
 
 Where a parameter's value ends (the template writes `<parameter=K>\\nVALUE\\n</parameter>\\n`):
 - at the first `</parameter>` followed by a structural tag (`<parameter=`, `</function>`,
@@ -49,7 +50,7 @@ def function_tag(
         return None
     i = skip(s, close + 1)
     if i < len(s) and s[i] == "{":
-        return _json_body(s, i, name, ctx, scan)
+        return json_body(s, i, name, ctx, scan)
     # The parameters' region ends at the next call's `<function=`, not at the wrapper's next
     # `<tool_call>`: a value may quote that tag.
     region = s.find("<function=", p + 1)
@@ -67,7 +68,7 @@ def function_tag(
     return None if typed is None else (i, (name, typed, False), "qwen3_coder")
 
 
-def _json_body(
+def json_body(
     s: str, i: int, name: str, ctx: Ctx, scan: Scan
 ) -> tuple[int, RawCall, str] | None:
     """`<function=NAME>` (or `<function name="NAME">`) followed by a JSON object at s[i]."""
@@ -121,7 +122,7 @@ def _parameters(
         found = _parameter_value(s, close + 1, region, ends)
         if found is None and not truncated:
             return None
-        value, i = found if found is not None else (_trim_one(s[close + 1 : region]), region)
+        value, i = found if found is not None else (trim_one(s[close + 1 : region]), region)
         params[key] = value
 
 
@@ -158,22 +159,22 @@ def _parameter_value(s: str, start: int, region: int, ends: _Ends) -> tuple[str,
     opener = ends.opens.at(start)
     first_close = ends.closes.at(start)
     if opener >= 0 and (first_close < 0 or opener < first_close):
-        return _trim_one(s[start:opener]), opener  # the close was forgotten
+        return trim_one(s[start:opener]), opener  # the close was forgotten
     q = ends.structural.at(start)
     if q >= 0:
-        return _trim_one(s[start:q]), q + len(_CLOSE)
+        return trim_one(s[start:q]), q + len(_CLOSE)
     bound = min((k for k in (opener, ends.ends.at(start)) if k >= 0), default=region)
     # No `</parameter>` is followed by a tag: the value ends at its last `</parameter>` and the
     # text after it is the model's prose again, rather than part of the value.
     q = s.rfind(_CLOSE, start, bound)
     if q >= 0:
-        return _trim_one(s[start:q]), q + len(_CLOSE)
+        return trim_one(s[start:q]), q + len(_CLOSE)
     if bound == len(s):
         return None
-    return _trim_one(s[start:bound]), bound
+    return trim_one(s[start:bound]), bound
 
 
-def _trim_one(value: str) -> str:
+def trim_one(value: str) -> str:
     """The value without the template's framing: one newline after `>`, one before the close."""
     if value.startswith("\n"):
         value = value[1:]
@@ -209,30 +210,6 @@ def _opened_at(s: str, p: int, floor: int) -> int:
     at = k - len("<tool_call>")
     return at if at >= floor and s.startswith("<tool_call>", at) else p
 
-
-_NAMED = '<function name="'
-
-
-def _named_functions(s: str, ctx: Ctx) -> list[Span]:
-    """`<function name="NAME">{json}</function>`, a form llama.cpp's Hermes 2 Pro parser also
-    takes (common/chat.cpp); the JSON object alone, label `function_tag`."""
-    spans: list[Span] = []
-    scan = Scan(s, _NAMED, _END)
-    p = s.find(_NAMED)
-    while p >= 0:
-        q = s.find('">', p + len(_NAMED), p + len(_NAMED) + 256)
-        name = s[p + len(_NAMED) : q] if q > 0 else ""
-        i = skip(s, q + 2) if q > 0 else p + 1
-        found = None
-        if name and not any(c in name for c in '<>"\n{') and s.startswith("{", i):
-            found = _json_body(s, i, name, ctx, scan)
-        if found is not None:
-            spans.append(Span(p, found[0], [found[1]], found[2]))
-        p = s.find(_NAMED, found[0] if found else p + 1)
-    return spans
-
-
-FAMILY_NAMED = Family("function_tag", _named_functions, markers=(_NAMED,), closers=(_END,))
 
 FAMILY = Family(
     "qwen3_coder", _functions, markers=("<function=",), closers=("</function>", "</tool_call>")

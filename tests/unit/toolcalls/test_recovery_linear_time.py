@@ -34,6 +34,9 @@ ADVERSARIAL = [
     "<|python_tag|>search.call(",
     "functools[{ ",
     "<｜tool▁call▁begin｜>search<｜tool▁sep｜>{ ",
+    '<function name="search"><param name="query"><![CDATA[',
+    '<function name="search"><param name="query">x</param>y',
+    '<function name="search"><param name="query">',
     "<|function_call|>{ ",
     "<|message_sep|>function call<|role_sep|>\n{ ",
 ]
