@@ -936,8 +936,6 @@ _THINK = ("BEHAVIOUR.md 4.1: latchgate has no reasoning parser and keeps the tex
 _K3_WRAP = ("Kimi K3's `<|open|>response<|sep|>` has been relayed before the tools start and stays "
             "(proxy/toolcalls/formats/kimi.py, BEHAVIOUR.md 4.1 remaining text kept); SGLang "
             "strips the template wrappers.")
-_GIGA = ("GigaChat3's `<|message_sep|>...function call<|role_sep|>` framing is left in the content "
-         "around the recovered call (the format is not catalogued).")
 MARKS: dict[str, dict[str, str]] = {
     **{f"sglang-pythonic-{n}": {"differs": _BARE_PY} for n in (
         "complete", "text-before", "partial", "text-after", "two-lists", "partial-nested")},
@@ -965,8 +963,6 @@ MARKS: dict[str, dict[str, str]] = {
     "sglang-glm45-array-escaped-windows-path": {"gap": (
         "A GLM call with a literal `\\n` after the name and backslash-escaped JSON in "
         "`<arg_value>` is not recovered at all.")},
-    **{f"sglang-gigachat3-{n}": {"gap": _GIGA} for n in (
-        "simple", "empty-args", "prose-before", "eos", "streamed-prose-before")},
     "sglang-gptoss-final-after-call-dropped": {"differs": (
         "SGLang drops the analysis channel before the call and the final text after it; "
         "latchgate keeps text before a call as it was and the final text as content (BEHAVIOUR.md "
