@@ -259,9 +259,9 @@ def trailing_run(text: str, tokens: tuple[str, ...], floor: int = 0) -> int:
     while True:
         while k > floor and text[k - 1].isspace():
             k -= 1
-        token = next((t for t in tokens if text.endswith(t, floor, k)), None)
-        if token is None:
-            return end
+        if not text.endswith(tokens, floor, k):
+            return end  # one C-level test for the usual reply, which ends with none
+        token = next(t for t in tokens if text.endswith(t, floor, k))
         k -= len(token)
         end = k
         while end > floor and text[end - 1].isspace():

@@ -94,6 +94,9 @@ class Markers:
     last_open_end: re.Pattern[str]
     openers: tuple[str, ...]  # what a call may open a reply with, no marker (Family.openers)
     framing: tuple[str, ...]  # a template's framing a reply may open with (Family.framing)
+    # Every beginning of an opener or a framing: a reply's first text is judged on each chunk
+    # while it may still become one, so this is one set lookup, not a scan of them all.
+    opening_prefixes: frozenset[str]
     left_over: re.Pattern[str] | None  # an end-of-turn token or closing tag (None: not watched)
 
 
@@ -106,6 +109,8 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
     # The end-of-turn tokens and closing tags a template leaves are held while they may end
     # the reply (a reply with no call loses them, 4.1): text after them releases them.
     left = LEFT_OVER if recover else ()
+    opens = tuple(openers(names)) if recover else ()
+    framing = FRAMING if recover else ()
     tags = [*marks, *THINK_OPEN, *_THINK_ENDS, *left, *([FENCE] if recover else [])]
     watched = [*tags, FENCE]  # _release looks for a fence even where no tail may begin one
     beginnings = {t[:k] for t in tags for k in range(1, len(t))}
@@ -120,8 +125,9 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
         last_open_end=re.compile(
             r"(?s:.*)(\A|\x00)(?:\s|" + first_match({b[::-1] for b in beginnings}) + ")"
         ),
-        openers=tuple(openers(names)) if recover else (),
-        framing=FRAMING if recover else (),
+        openers=opens,
+        framing=framing,
+        opening_prefixes=frozenset(o[:k] for o in (*opens, *framing) for k in range(1, len(o) + 1)),
         left_over=re.compile(first_match(set(left))) if left else None,
     )
 
@@ -575,7 +581,7 @@ class StreamToolProcessor:
         marks = self._marks
         if s.startswith(marks.openers):
             return _TO_END
-        if len(s) < _UNSURE_MAX and any(o.startswith(s) for o in (*marks.openers, *marks.framing)):
+        if len(s) < _UNSURE_MAX and s in marks.opening_prefixes:
             return _UNSURE
         return _NO
 
