@@ -10,6 +10,7 @@ from pathlib import Path
 
 from proxy.toolcalls.formats import FAMILIES
 from tests.toolcall_corpus import CASES
+from tests.toolcall_peers import all_cases
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -39,3 +40,18 @@ def test_every_family_module_says_what_it_reads_and_where_it_was_checked() -> No
         doc = __import__(family.find.__module__, fromlist=["_"]).__doc__ or ""
         assert "`" in doc, family.find.__module__  # its markers
         assert re.search(r"template|\.py|\.jinja|\.cpp|\.go|research/", doc), family.find.__module__
+
+
+def test_the_readme_counts_of_the_corpus_and_the_peer_cases_are_true() -> None:
+    """The corpus and peer-case figures README gives (test_peer_cases.py checks that every
+    case not marked passes and every `gap` fails, so the marks are the counts)."""
+    text = " ".join(README.read_text().split())
+    negatives = sum(1 for c in CASES if c.format is None)
+    assert f"{len(CASES)} cases, {negatives} of them replies that must stay text" in text
+    peers = all_cases()
+    checked = [c for c in peers if not c.differs]
+    gaps = sum(1 for c in checked if c.gap)
+    assert f"`tests/toolcall_peers/`, {len(peers)} cases" in text
+    assert f"gets {len(checked) - gaps} of the {len(checked)} whose answer" in text
+    assert f"{len(peers) - len(checked)} it answers otherwise on purpose" in text
+    assert f"the {gaps} it still gets wrong" in text
