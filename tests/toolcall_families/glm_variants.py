@@ -91,6 +91,11 @@ _POSITIVE = [
          '<tool_call>run<arg_key>opts</arg_key><arg_value>{\\"dir\\": \\"C:\\\\\\\\tmp\\"}'
          "</arg_value></tool_call>", None, [("run", {"opts": {"dir": "C:\\tmp"}})], "glm",
          source="SGLang test/registered/function_call glm47 array escaped JSON"),
+    # The whole call written JSON-escaped: `\n` as two characters between the tags.
+    Case("glm_variants_escaped_newlines_between_tags",
+         "<tool_call>get_weather\\n<arg_key>city</arg_key>\\n<arg_value>Paris</arg_value>\\n"
+         "<arg_key>days</arg_key>\\n<arg_value>3</arg_value>\\n</tool_call>", None, ONE, "glm",
+         source="SGLang test/registered/function_call glm45 array escaped JSON literal newline"),
     # The name on the wrapper's first line, the arguments one JSON object (Poolside Laguna).
     Case("glm_variants_name_line_json_arguments",
          'Checking.\n<tool_call>get_weather\n{"city": "Paris", "days": 3}\n</tool_call>',

@@ -957,12 +957,6 @@ MARKS: dict[str, dict[str, str]] = {
     "sglang-kimik3-no-tools-channel": {"differs": (
         "BEHAVIOUR.md 4.1: a reply with no call is left untouched; SGLang strips Kimi K3's "
         "response/message wrappers from plain text.")},
-    "sglang-glm45-array-escaped-json-literal-newline": {"gap": (
-        "A GLM call with a literal `\\n` after the name and backslash-escaped JSON in "
-        "`<arg_value>` is not recovered at all.")},
-    "sglang-glm45-array-escaped-windows-path": {"gap": (
-        "A GLM call with a literal `\\n` after the name and backslash-escaped JSON in "
-        "`<arg_value>` is not recovered at all.")},
     "sglang-gptoss-final-after-call-dropped": {"differs": (
         "SGLang drops the analysis channel before the call and the final text after it; "
         "latchgate keeps text before a call as it was and the final text as content (BEHAVIOUR.md "

@@ -34,7 +34,10 @@ from proxy.toolcalls.scan import Next, skip, value_end
 from proxy.toolcalls.spans import Ctx, RawCall
 from proxy.toolcalls.values import tool_props
 
-_GLM_NAME = re.compile(r"\s*([\w.\-]+)\s*(?=<arg_key>|</tool_call>)")
+# Between tags: whitespace, or the two characters `\\n` of a call written JSON-escaped (the
+# whole call as the body of a string, SGLang's glm4_moe tests).
+_GAP = re.compile(r"(?:\s|\\n)*")
+_GLM_NAME = re.compile(r"\s*([\w.\-]+)(?:\s|\\n)*(?=<arg_key>|</tool_call>)")
 _NAME_LINE = re.compile(r"\s*([\w.\-]+)[ \t]*\n\s*(?=\{)")
 _KEY, _KEY_END = "<arg_key>", "</arg_key>"
 _VALUE, _VALUE_END = "<arg_value>", "</arg_value>"
@@ -61,7 +64,7 @@ def glm_call(s: str, i: int, ctx: Ctx, limit: int) -> tuple[int, RawCall] | None
     props = tool_props(ctx.schemas, name)
     ends = _Ends(s, limit, props)
     raw: dict[str, str] = {}
-    while s.startswith(_KEY, i := skip(s, i)):
+    while s.startswith(_KEY, i := _gap(s, i)):
         pair = _pair(s, i, ends, ctx.truncated)
         if pair is None:
             return None
@@ -73,6 +76,11 @@ def glm_call(s: str, i: int, ctx: Ctx, limit: int) -> tuple[int, RawCall] | None
         return None
     args = typed_args(raw, props)
     return None if args is None else (i, (name, args, False))
+
+
+def _gap(s: str, i: int) -> int:
+    m = _GAP.match(s, i)
+    return m.end() if m else i
 
 
 def _name_line_json(s: str, i: int, ctx: Ctx, limit: int) -> tuple[int, RawCall] | None:
@@ -97,7 +105,7 @@ def _pair(s: str, i: int, ends: _Ends, truncated: bool) -> tuple[str, str, int] 
     if key_end < 0:
         return None
     key = s[i + len(_KEY) : key_end].strip()
-    v = skip(s, key_end + len(_KEY_END))
+    v = _gap(s, key_end + len(_KEY_END))
     if not s.startswith(_VALUE, v):
         return _unopened(s, key, v, ends)
     found = _value(s, v + len(_VALUE), ends)
@@ -139,7 +147,7 @@ def _structural_close(s: str, start: int, limit: int) -> int:
     # `</arg_value>` is structural only when a structural tag follows it: code may contain it.
     q = s.find(_VALUE_END, start, limit)
     while q >= 0:
-        after = skip(s, q + len(_VALUE_END))
+        after = _gap(s, q + len(_VALUE_END))
         if after >= len(s) or s.startswith((_KEY, _CALL_END, "<tool_call>"), after):
             return q
         q = s.find(_VALUE_END, q + 1, limit)
