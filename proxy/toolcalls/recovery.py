@@ -172,8 +172,12 @@ def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | N
         # The usual reply: prose, decided in one scan. With no marker in it, a closing tag
         # that ends it has lost its opening tag: it goes with the end-of-turn tokens.
         return _without_left_over(text, None)
+    # A template's framing opens the reply, or its text after the think block (as a stream
+    # drops it: at its opening, before or after a think block, once).
+    text, framing = _unframed(text)
     head, scan, rest = split_think(text, starts.pattern)
-    scan, framing = _unframed(scan)
+    if framing is None:
+        scan, framing = _unframed(scan)
     families, best = _search(scan, starts, names, Ctx(schemas, truncated))
     if best and (late := _late_think_end(scan, best)):
         # Calls the model wrote while thinking, in a block whose open tag was in the prompt: the

@@ -22,6 +22,8 @@ FRAMED = [
     (f"{THINK}\nall\nThe weather is fine.", f"{THINK}\nThe weather is fine."),
     ("all\n", None),
     ("all\nall\nonce only", "all\nonce only"),
+    # Before a think block too, as the stream drops it at the reply's opening.
+    (f"all\n{THINK}\nThe weather is fine.", f"{THINK}\nThe weather is fine."),
 ]
 
 
