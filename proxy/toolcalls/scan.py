@@ -194,6 +194,8 @@ class Scan:
             self._opener = Next(lambda p: m.start() if (m := opener.search(s, p)) else -1)
         self._close = Next(lambda p: s.find(close, p)) if close else None
         self._budget = len(s)
+        # A finder's own cached searches over this text, by name (qwen3_coder's next call).
+        self.searches: dict[str, Next] = {}
 
     def limit(self, i: int) -> int:
         """Where a value opened at s[i] must have closed: the marker's next occurrence."""

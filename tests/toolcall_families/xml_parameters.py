@@ -101,6 +101,9 @@ _ENDS = [
          _wrote("use <tool_call> and <|im_end|>"), "qwen3_coder"),
     Case("xml_parameters_inline_opener_in_code", _write('x = "<parameter=path>a"'), None,
          _wrote('x = "<parameter=path>a"'), "qwen3_coder"),
+    # A call's own opener inside a line of the value is the value's text, not the next call.
+    Case("xml_parameters_function_tag_in_code", _write('s = "<function=x>"\nt = 1'), None,
+         _wrote('s = "<function=x>"\nt = 1'), "qwen3_coder", source="issue 18"),
     Case("xml_parameters_prose_think_end_token",
          f"{THINK}\n\n{PROSE}\n\n" + _write("ok") + "<|im_end|>", f"{THINK}\n\n{PROSE}",
          _wrote("ok"), "qwen3_coder", source=QWEN),

@@ -14,7 +14,8 @@ Where a parameter's value ends (the template writes `<parameter=K>\\nVALUE\\n</p
   `</function>` or `<tool_call>` literally, and they stay in the value;
 - a value whose `</parameter>` was forgotten ends at the next `<parameter=K>` on a line of its
   own (K a parameter of the tool) or at `</function>`, when no `</parameter>` comes first;
-- a value never looks past the next `<function=` (the next call), which keeps the scan linear.
+- a value never looks past the next `<function=` opening a line or following a tag (the next
+  call), which keeps the scan linear; one inside a line of the value is the value's text.
 A `<tool_call>` right before a `<function=` this family reads on its own (the reply's first opener
 was eaten) goes with that call; a reply cut inside `</function>` (`{..}<`) loses the tag's start.
 
@@ -53,8 +54,9 @@ def function_tag(
         return json_body(s, i, name, ctx, scan)
     # The parameters' region ends at the next call's `<function=`, not at the wrapper's next
     # `<tool_call>`: a value may quote that tag.
-    region = s.find("<function=", p + 1)
-    region = len(s) if region < 0 else region
+    if (calls := scan.searches.get("next_call")) is None:
+        calls = scan.searches["next_call"] = Next(lambda k: _next_call(s, k))
+    region = calls.at(p + 1)
     if 0 <= bound < region:
         region = bound
     props = tool_props(ctx.schemas, name)
@@ -66,6 +68,21 @@ def function_tag(
         return None  # `<function=foo>` in prose: a call needs parameters or `</function>`
     typed = typed_args(params, props)
     return None if typed is None else (i, (name, typed, False), "qwen3_coder")
+
+
+def _next_call(s: str, start: int) -> int:
+    """Where the next call's `<function=` is (len(s): none): one opening a line or following
+    a tag, as the template writes calls; one inside a line of text (`s = "<function=x>"`) is
+    a value's own. Cached by the caller (scan.Next): positions only grow."""
+    o = s.find("<function=", start)
+    while o >= 0:
+        k = o
+        while k > 0 and s[k - 1] in " \t\r\n":
+            k -= 1
+        if k == 0 or s[k - 1] == ">" or "\n" in s[k:o]:
+            return o
+        o = s.find("<function=", o + 1)
+    return len(s)
 
 
 def json_body(
