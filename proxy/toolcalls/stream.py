@@ -7,8 +7,10 @@ marker on, trailing whitespace (it goes with a call that follows it), a reply th
 `{`, `[` or a fence until it can be judged, a fence or a line-opening `{`/`[` after prose until it
 can be judged (the reply's one fenced block, or its one run of bare calls, may be its call), a
 run of bare calls followed by prose to the end (only the whole reply tells whether it is the one
-run), and a reply's opening while it may still become a family's opener or framing
-(Functionary's `NAME\n{` and `all\n`, whose framing is dropped). When the choice finishes, the
+run), a reply's opening while it may still become a family's opener or framing
+(Functionary's `NAME\n{` and `all\n`, whose framing is dropped), and end-of-turn tokens or
+closing tags while they may end the reply (a reply loses those it ends with; text after them
+releases them). When the choice finishes, the
 held text goes through the same `find_calls` as a whole reply, so a stream and a whole response
 always agree.
 
