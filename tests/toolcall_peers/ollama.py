@@ -1077,8 +1077,9 @@ LAGUNA: list[PeerCase] = [
           '<tool_call>skill\n{"name":"git-diff-review"}\n<tool_call>skill\n'
           '{"name":"git-diff-review"}</tool_call>',
           [("skill", {"name": "git-diff-review"})], None, [_t("skill", name=S)],
-        gap=("`<tool_call>NAME` then a JSON object of arguments on the next line (Laguna's "
-             "name-line form) is not recognised. (Ollama also drops the unclosed duplicate.)")),
+        differs=("The call is read once, as Ollama does, but the unclosed first block before it "
+                 "stays text (BEHAVIOUR.md 4.1: an unclosed call is no call, and nothing is "
+                 "dropped); Ollama drops it as a duplicate of the next.")),
     # Ollama: thinking "Need current weather.", content "".
     _case("laguna-thinking-then-tool", LG, "TestLagunaParserThinkingThenTool", "glm",
           "<think>Need current weather.</think>\n<tool_call>get_weather\n<arg_key>location"
