@@ -44,9 +44,9 @@ from proxy.toolcalls.scan import (
 )
 from proxy.toolcalls.spans import Ctx, Family, RawCall, Schemas, Span
 
-RECOVERED_PREFIX = "call_recovered_"
+RECOVERED_PREFIX = "call_recovered_"  # the ids of recovered calls: call_recovered_0, ...
 # The format of a reply with no call that only lost the end-of-turn tokens it ended with.
-END_TOKENS_LABEL = "end_tokens"  # the ids of recovered calls: call_recovered_0, ...
+END_TOKENS_LABEL = "end_tokens"
 
 
 @dataclass
