@@ -40,6 +40,7 @@ from proxy.toolcalls.scan import (
     THINK_OPEN,
     first_match,
     skip,
+    skip_back,
     split_think,
 )
 from proxy.toolcalls.spans import Ctx, Family, RawCall, Schemas, Span
@@ -261,15 +262,12 @@ def trailing_run(text: str, tokens: tuple[str, ...], floor: int = 0) -> int:
     before `floor`; len(text) when it ends with none. Read backwards from the end only."""
     end = k = len(text)
     while True:
-        while k > floor and text[k - 1].isspace():
-            k -= 1
+        k = skip_back(text, k, floor)
         if not text.endswith(tokens, floor, k):
             return end  # one C-level test for the usual reply, which ends with none
         token = next(t for t in tokens if text.endswith(t, floor, k))
         k -= len(token)
-        end = k
-        while end > floor and text[end - 1].isspace():
-            end -= 1
+        end = skip_back(text, k, floor)
 
 
 def _best_spans(scan: str, ctx: Ctx, families: list[Family]) -> list[Span]:

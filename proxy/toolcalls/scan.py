@@ -87,6 +87,35 @@ def skip(s: str, i: int, chars: str = "") -> int:
     return i
 
 
+def skip_back(s: str, j: int, floor: int = 0) -> int:
+    """Where the whitespace right before s[j] begins, not before `floor`: `skip` backwards."""
+    while j > floor and s[j - 1].isspace():
+        j -= 1
+    return j
+
+
+def structural_close(
+    s: str,
+    close: str,
+    start: int,
+    limit: int,
+    follows: tuple[str, ...],
+    *,
+    end: int | None = None,
+    gap: Callable[[str, int], int] = skip,
+) -> int:
+    """The first `close` in s[start:limit] that a structural tag of `follows` comes right after
+    (past what `gap` skips), or that reaches `end` (None: the end never counts); -1 when none.
+    A value's close tag is structural only so: code in the value may hold it literally."""
+    q = s.find(close, start, limit)
+    while q >= 0:
+        after = gap(s, q + len(close))
+        if (end is not None and after >= end) or s.startswith(follows, after):
+            return q
+        q = s.find(close, q + 1, limit)
+    return -1
+
+
 def split_think(text: str, starts: re.Pattern[str] | None = None) -> tuple[str, str, str]:
     """(head, scan, rest): only `scan` may hold calls; head is the reasoning before it.
 

@@ -55,6 +55,8 @@ from proxy.toolcalls.scan import (
     THINK_OPEN,
     first_match,
     past_end_tokens,
+    skip,
+    skip_back,
     value_end,
 )
 from proxy.toolcalls.spans import Schemas
@@ -442,7 +444,7 @@ class StreamToolProcessor:
                 if state.fence_tail or held[pos:].lstrip().startswith("`"):
                     state.fences_done = True
                 state.at_tail_start, state.fence_tail, state.judged = False, False, -1
-                lines = _skip_space(held, pos) + 1  # its own `{` starts no other tail
+                lines = skip(held, pos) + 1  # its own `{` starts no other tail
             if self._marks.anywhere.search(held, pos) is None:
                 # The usual chunk of prose: no marker in it at all (one scan for all of them).
                 return _rstrip_to(held, len(held) - self._overlap(held), pos)
@@ -500,7 +502,7 @@ class StreamToolProcessor:
     def _drop_framing(self, state: _Choice, held: str, pos: int) -> str:
         """`held` without the framing the reply opens with at `pos` (after whitespace), as
         recovery drops it (formats/functionary.py's `all\\n`); the held text itself changes."""
-        k = _skip_space(held, pos)
+        k = skip(held, pos)
         for framing in self._marks.framing:
             if held.startswith(framing, k):
                 # The whitespace its template writes before it goes too (not before `pos`).
@@ -571,7 +573,7 @@ class StreamToolProcessor:
         if s[0] not in "{[":
             return self._judge_opener(s) if opening else _NO
         verdict, end = self._read_run(s, 0)
-        if verdict != _COMPLETE or _skip_space(s, end, ";") == len(s):
+        if verdict != _COMPLETE or skip(s, end, ";") == len(s):
             return verdict
         # The run is over: prose may follow it on a line of its own, not on the run's last line
         # (`{...} is how you would call it` is an example), as in values.bare_run's callers.
@@ -594,7 +596,7 @@ class StreamToolProcessor:
         nothing yet, follows."""
         end = i
         while True:
-            k = _skip_space(s, end, ";")
+            k = skip(s, end, ";")
             if k == len(s):
                 return _COMPLETE, end
             stray = next((t for t in _STRAY_CLOSERS if s.startswith(t, k)), None)
@@ -627,7 +629,7 @@ class StreamToolProcessor:
         """Decide early on JSON answers: an object whose first key no call has, or an array of
         anything but objects (or pythonic calls), is text, however long it grows. None while
         the text so far cannot tell (the first key or the name still arriving)."""
-        j = _skip_space(s, i + 1)
+        j = skip(s, i + 1)
         if j == len(s):
             return None
         if s[i] == "[":
@@ -636,7 +638,7 @@ class StreamToolProcessor:
             end = value_end(s, j)
             if end is not None:  # the first element is whole: it decides for the array
                 return self._declared_calls(s[j:end])
-            i, j = j, _skip_space(s, j + 1)
+            i, j = j, skip(s, j + 1)
             if j == len(s):
                 return None
         key = _first_key(s, j)
@@ -661,7 +663,7 @@ class StreamToolProcessor:
         info = s[len(FENCE) : nl if nl >= 0 else len(s)]
         if len(info) > FENCE_INFO_MAX or FENCE in info:
             return _NO
-        i = _skip_space(s, nl + 1) if nl >= 0 else len(s)
+        i = skip(s, nl + 1) if nl >= 0 else len(s)
         if i == len(s):
             return _OPEN
         if s[i] not in "{[":
@@ -669,7 +671,7 @@ class StreamToolProcessor:
         verdict, end = self._read_run(s, i)
         if verdict != _COMPLETE:
             return verdict
-        close = _skip_space(s, end, ";")
+        close = skip(s, end, ";")
         if not s.startswith(FENCE, close):
             return _OPEN if FENCE.startswith(s[close:]) else _NO
         return _NO if FENCE in s[close + len(FENCE) :] else _OPEN
@@ -893,16 +895,7 @@ def _search(text: str, pattern: re.Pattern[str] | None, start: int) -> tuple[int
 
 def _rstrip_to(text: str, end: int, floor: int) -> str:
     """text[:end] without the whitespace right before `end` (kept from `floor` on)."""
-    k = end
-    while k > floor and text[k - 1].isspace():
-        k -= 1
-    return text[:k]
-
-
-def _skip_space(s: str, j: int, chars: str = "") -> int:
-    while j < len(s) and (s[j].isspace() or s[j] in chars):
-        j += 1
-    return j
+    return text[: skip_back(text, end, floor)]
 
 
 def _line_open(held: str, start: int) -> tuple[int, str] | None:
@@ -927,7 +920,7 @@ def _may_be_pythonic(s: str, j: int) -> bool | None:
     k = j + 1
     while k < len(s) and (s[k].isalnum() or s[k] in "_."):
         k += 1
-    k = _skip_space(s, k)
+    k = skip(s, k)
     return None if k == len(s) else s[k] == "("
 
 
@@ -937,10 +930,10 @@ def _string_value(s: str, j: int) -> str | None:
     end = _quoted_end(s, j)
     if end is None:
         return None
-    k = _skip_space(s, end + 1)
+    k = skip(s, end + 1)
     if k >= len(s) or s[k] != ":":
         return None
-    k = _skip_space(s, k + 1)
+    k = skip(s, k + 1)
     if k >= len(s) or s[k] not in "\"'":
         return None
     close = _quoted_end(s, k)

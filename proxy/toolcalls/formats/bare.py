@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from proxy.toolcalls.scan import Next, skip, value_end
+from proxy.toolcalls.scan import Next, skip, skip_back, value_end
 from proxy.toolcalls.spans import Schemas, Span
 from proxy.toolcalls.values import bare_calls, bare_run
 
@@ -111,9 +111,7 @@ def _runs(s: str, schemas: Schemas) -> list[Span]:
 def _alone(s: str, start: int, end: int) -> bool:
     """No JSON value right before or after the run: with no marker to vouch for them, values
     one after another are all calls or none is (`{call}\n{"ratio": NaN ...}` stays text)."""
-    before = start
-    while before > 0 and s[before - 1].isspace():
-        before -= 1
+    before = skip_back(s, start)
     after = skip(s, end)
     return s[after : after + 1] not in ("{", "[") and (before == 0 or s[before - 1] not in "}]")
 

@@ -12,7 +12,7 @@ import bisect
 import re
 
 from proxy.jsontext import compact
-from proxy.toolcalls.scan import skip, string_end
+from proxy.toolcalls.scan import skip, skip_back, string_end
 from proxy.toolcalls.spans import Ctx, Family, Span
 
 _GEMMA = [("<start_function_call>", "<end_function_call>"), ("<|tool_call>", "<tool_call|>")]
@@ -156,8 +156,7 @@ class _Args:
         if not self.close:
             return -1
         c = self.s.find(self.close, i, self.limit)
-        while c > i and self.s[c - 1].isspace():
-            c -= 1
+        c = skip_back(self.s, c, i) if c > i else c
         return c - 1 if c > i and self.s[c - 1] == "}" else -1
 
 

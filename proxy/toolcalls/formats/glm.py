@@ -30,7 +30,7 @@ from typing import Any
 
 from proxy.toolcalls.arguments import loads_lenient
 from proxy.toolcalls.formats.qwen3_coder import typed_args
-from proxy.toolcalls.scan import Next, skip, value_end
+from proxy.toolcalls.scan import Next, skip, structural_close, value_end
 from proxy.toolcalls.spans import Ctx, RawCall
 from proxy.toolcalls.values import tool_props
 
@@ -42,6 +42,7 @@ _NAME_LINE = re.compile(r"\s*([\w.\-]+)[ \t]*\n\s*(?=\{)")
 _KEY, _KEY_END = "<arg_key>", "</arg_key>"
 _VALUE, _VALUE_END = "<arg_value>", "</arg_value>"
 _CALL_END = "</tool_call>"
+_STRUCTURAL = (_KEY, _CALL_END, "<tool_call>")  # what a value's structural `</arg_value>` precedes
 
 
 class _Ends:
@@ -49,7 +50,9 @@ class _Ends:
 
     def __init__(self, s: str, limit: int, props: dict[str, Any]) -> None:
         self.s, self.limit = s, limit
-        self.structural = Next(lambda p: _structural_close(s, p, limit))
+        self.structural = Next(
+            lambda p: structural_close(s, _VALUE_END, p, limit, _STRUCTURAL, end=len(s), gap=_gap)
+        )
         self.closes = Next(lambda p: s.find(_VALUE_END, p, limit))
         self.keys = Next(lambda p: _declared_key(s, p, limit, props))
         self.call_end = Next(lambda p: s.find(_CALL_END, p, limit))
@@ -141,17 +144,6 @@ def _value(s: str, start: int, ends: _Ends) -> tuple[str, int] | None:
         return None
     q = s.rfind(_VALUE_END, start, bound)
     return (s[start:q], q + len(_VALUE_END)) if q >= 0 else (s[start:bound], bound)
-
-
-def _structural_close(s: str, start: int, limit: int) -> int:
-    # `</arg_value>` is structural only when a structural tag follows it: code may contain it.
-    q = s.find(_VALUE_END, start, limit)
-    while q >= 0:
-        after = _gap(s, q + len(_VALUE_END))
-        if after >= len(s) or s.startswith((_KEY, _CALL_END, "<tool_call>"), after):
-            return q
-        q = s.find(_VALUE_END, q + 1, limit)
-    return -1
 
 
 def _declared_key(s: str, start: int, limit: int, props: dict[str, Any]) -> int:

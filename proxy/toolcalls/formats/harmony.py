@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from proxy.toolcalls.scan import Scan, skip
+from proxy.toolcalls.scan import Scan, skip, skip_back
 from proxy.toolcalls.spans import Ctx, Family, Span
 
 _HARMONY_TO = re.compile(r"to=functions\.([\w.\-]+)")
@@ -61,26 +61,20 @@ def _harmony_start(s: str, k: int) -> int:
     Walked backwards by hand: a regex anchored at `k` and searched from 0 retries every start
     position, which is quadratic over many headers.
     """
-    j = _back_space(s, k)
+    j = skip_back(s, k)
     for word in ("commentary", "analysis"):
         if s.endswith(word, 0, j):
-            j = _back_space(s, j - len(word))
+            j = skip_back(s, j - len(word))
             break
     if s.endswith("<|channel|>", 0, j):
-        j = _back_space(s, j - len("<|channel|>"))
+        j = skip_back(s, j - len("<|channel|>"))
     if s.endswith("assistant", 0, j):
         # The role only with its `<|start|>`: a bare "assistant" before it is prose.
-        i = _back_space(s, j - len("assistant"))
+        i = skip_back(s, j - len("assistant"))
         if s.endswith("<|start|>", 0, i):
             return i - len("<|start|>")
     if s.endswith("<|start|>", 0, j):
         return j - len("<|start|>")
-    return j
-
-
-def _back_space(s: str, j: int) -> int:
-    while j > 0 and s[j - 1].isspace():
-        j -= 1
     return j
 
 

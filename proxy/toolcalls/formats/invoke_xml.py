@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from proxy.toolcalls.formats.blocks import Item, wrapped_spans
-from proxy.toolcalls.scan import Next, skip
+from proxy.toolcalls.scan import Next, skip, structural_close
 from proxy.toolcalls.spans import Ctx, Span
 from proxy.toolcalls.values import tool_props, typed_value
 
@@ -159,15 +159,8 @@ class Reader:
         return Next(lambda p: s.find(tag, p, limit))
 
     def _structural_close(self, pos: int) -> int:
-        # `</parameter>` is structural only when a structural tag follows it: code may hold one.
-        s, end = self.s, self.tags.param_end
-        q = s.find(end, pos, self.limit)
-        while q >= 0:
-            after = skip(s, q + len(end))
-            if after >= self.limit or s.startswith(self.stops, after):
-                return q
-            q = s.find(end, q + 1, self.limit)
-        return -1
+        limit = self.limit
+        return structural_close(self.s, self.tags.param_end, pos, limit, self.stops, end=limit)
 
     def next_stop(self, pos: int) -> int:
         """The first structural tag at or after `pos`, or -1."""

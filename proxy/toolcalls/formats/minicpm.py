@@ -21,7 +21,7 @@ JSON body): one finder for the one marker, so neither body's calls are another f
 from __future__ import annotations
 
 from proxy.toolcalls.formats.qwen3_coder import json_body, trim_one, typed_args
-from proxy.toolcalls.scan import Next, Scan, skip
+from proxy.toolcalls.scan import Next, Scan, skip, structural_close
 from proxy.toolcalls.spans import Ctx, Family, RawCall, Span
 from proxy.toolcalls.values import tool_props
 
@@ -109,20 +109,8 @@ def _param(s: str, i: int, nxt: _Next) -> tuple[str, str, int] | None:
             return None
         return key, s[v + len(_CDATA) : e], k + len(_PARAM_END)
     # A plain value never looks past the next call's opener: that keeps the scan linear.
-    c = _value_end(s, v, nxt.region(v, len(s)))
+    c = structural_close(s, _PARAM_END, v, nxt.region(v, len(s)), (_PARAM, _END))
     return None if c < 0 else (key, trim_one(s[v:c]), c + len(_PARAM_END))
-
-
-def _value_end(s: str, v: int, region: int) -> int:
-    """The `</param>` that ends the plain value at s[v]: the first one a structural tag
-    follows; -1 when none does."""
-    c = s.find(_PARAM_END, v, region)
-    while c >= 0:
-        after = skip(s, c + len(_PARAM_END))
-        if s.startswith((_PARAM, _END), after):
-            return c
-        c = s.find(_PARAM_END, c + 1, region)
-    return -1
 
 
 FAMILY = Family(_LABEL, _find, markers=(_NAMED,), closers=(_END,))

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.toolcalls.scan import Next, Scan, skip
+from proxy.toolcalls.scan import Next, Scan, skip, skip_back, structural_close
 from proxy.toolcalls.spans import Ctx, Family, RawCall, Span
 from proxy.toolcalls.values import tool_props, typed_value
 
 _OPEN = "<parameter="
 _CLOSE = "</parameter>"
 _END = "</function>"
+_STRUCTURAL = (_OPEN, _END, "</tool_call>")  # what a value's structural `</parameter>` precedes
 
 
 def function_tag(
@@ -114,7 +115,9 @@ class _Ends:
     """Where values end in one call's region: cached searches, so a call costs one pass."""
 
     def __init__(self, s: str, region: int, props: dict[str, Any]) -> None:
-        self.structural = Next(lambda p: _structural_close(s, p, region))
+        self.structural = Next(
+            lambda p: structural_close(s, _CLOSE, p, region, _STRUCTURAL, end=region)
+        )
         self.closes = Next(lambda p: s.find(_CLOSE, p, region))
         self.opens = Next(lambda p: _line_opener(s, p, region, props))
         self.ends = Next(lambda p: s.find(_END, p, region))
@@ -141,17 +144,6 @@ def _parameters(
             return None
         value, i = found if found is not None else (trim_one(s[close + 1 : region]), region)
         params[key] = value
-
-
-def _structural_close(s: str, start: int, limit: int) -> int:
-    # `</parameter>` is structural only when a structural tag follows it: code may contain it.
-    q = s.find(_CLOSE, start, limit)
-    while q >= 0:
-        after = skip(s, q + len(_CLOSE))
-        if after >= limit or s.startswith((_OPEN, _END, "</tool_call>"), after):
-            return q
-        q = s.find(_CLOSE, q + 1, limit)
-    return -1
 
 
 def _line_opener(s: str, start: int, limit: int, props: dict[str, Any]) -> int:
@@ -221,10 +213,7 @@ def _opened_at(s: str, p: int, floor: int) -> int:
     not before `floor`. The family is read first when a reply's first `<tool_call>` was eaten
     (`<function=..>..</function></tool_call>\n<tool_call>\n<function=..>`): the later calls'
     openers are then framing next to a call of this family, not the model's words."""
-    k = p
-    while k > floor and s[k - 1].isspace():
-        k -= 1
-    at = k - len("<tool_call>")
+    at = skip_back(s, p, floor) - len("<tool_call>")
     return at if at >= floor and s.startswith("<tool_call>", at) else p
 
 

@@ -14,7 +14,7 @@ import re
 
 from proxy.toolcalls.formats.glm import glm_call
 from proxy.toolcalls.formats.qwen3_coder import function_tag
-from proxy.toolcalls.scan import Scan, skip, value_end
+from proxy.toolcalls.scan import Scan, skip, skip_back, value_end
 from proxy.toolcalls.spans import Ctx, Family, RawCall, Span
 from proxy.toolcalls.values import json_seq, pythonic_calls
 
@@ -84,9 +84,7 @@ def _wrapper_closed(s: str, span: Span, close: str | None) -> bool:
 
 def _fenced(s: str, span: Span, floor: int) -> Span:
     """`span` widened over a fence that holds nothing but it (not before `floor`)."""
-    k = span.start
-    while k > floor and s[k - 1].isspace():
-        k -= 1
+    k = skip_back(s, span.start, floor)
     open_at = s.rfind("```", max(floor, k - _FENCE_LOOK), k)
     if open_at < 0 or not _FENCE_OPEN.match(s, open_at, span.start):
         return span
