@@ -4,6 +4,7 @@ corpus (tests/toolcall_corpus.py) and the per-family corpora (tests/toolcall_fam
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,3 +55,16 @@ THINK = "<think>\nThe user wants the weather. I'll call the tools.\n</think>"
 
 def j(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
+
+
+def block_basics(
+    case: Callable[[str, str, str | None, list[Call]], Case], render: Callable[[list[Call]], str]
+) -> list[Case]:
+    """The cases a block family's corpus opens with, `render` writing its block of calls and
+    `case` making a named case: one call, two, prose before them, a think block before them."""
+    return [
+        case("one", render(ONE), None, ONE),
+        case("two", render(TWO), None, TWO),
+        case("prose", f"{PROSE}\n\n{render(TWO)}", PROSE, TWO),
+        case("think", f"{THINK}\n\n{render(TWO)}", THINK, TWO),
+    ]

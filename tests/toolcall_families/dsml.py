@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.toolcall_case import ONE, PROSE, THINK, TWO, Call, Case, tool
+from tests.toolcall_case import ONE, PROSE, THINK, TWO, Call, Case, block_basics, tool
 from tests.toolcall_case import j as _j
 
 SOURCE = (
@@ -67,10 +67,7 @@ PAY = (tool("pay", {"amount": {"type": ["string", "integer"]}, "note": {"type": 
 FREE = (tool("note", {"data": {"description": "anything"}}),)
 
 CASES: list[Case] = [
-    _case("one", render(ONE), None, ONE),
-    _case("two", render(TWO), None, TWO),
-    _case("prose", f"{PROSE}\n\n{render(TWO)}", PROSE, TWO),
-    _case("think", f"{THINK}\n\n{render(TWO)}", THINK, TWO),
+    *block_basics(_case, render),
     _case("end_token", render(TWO) + "<｜end▁of▁sentence｜>", None, TWO),
     _case("ascii_bar", render(TWO, "|"), None, TWO),
     _case("ascii_bar_prose", f"{PROSE}\n{render(ONE, '|')}", PROSE, ONE),

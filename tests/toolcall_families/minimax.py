@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.toolcall_case import ONE, PROSE, THINK, TWO, Call, Case, tool
+from tests.toolcall_case import ONE, PROSE, TWO, Call, Case, block_basics, tool
 from tests.toolcall_case import j as _j
 
 SOURCE = (
@@ -62,10 +62,7 @@ PAY = (tool("pay", {"amount": {"type": ["string", "integer"]}, "note": {"type": 
 UTC: list[Call] = [("get_time", {"tz": "UTC"})]
 
 CASES: list[Case] = [
-    _case("one", render(ONE), None, ONE),
-    _case("two", render(TWO), None, TWO),
-    _case("prose", f"{PROSE}\n\n{render(TWO)}", PROSE, TWO),
-    _case("think", f"{THINK}\n\n{render(TWO)}", THINK, TWO),
+    *block_basics(_case, render),
     _case("end_token", render(ONE) + "[e~[", None, ONE),
     _case("two_blocks_text_between", f"Lead.\n{render(ONE)}\nBetween.\n{render(TWO[1:])} After.",
           "Lead.\nBetween.\nAfter.", TWO),

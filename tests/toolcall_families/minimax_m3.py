@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.toolcall_case import ONE, PROSE, THINK, TWO, Call, Case, tool
+from tests.toolcall_case import ONE, Call, Case, block_basics, tool
 from tests.toolcall_case import j as _j
 
 SOURCE = (
@@ -64,10 +64,7 @@ UTC: list[Call] = [("get_time", {"tz": "UTC"})]
 CODE = 'def f(x):\n    if x < 1:\n        return "<b>"\n'
 
 CASES: list[Case] = [
-    _case("one", render(ONE), None, ONE),
-    _case("two", render(TWO), None, TWO),
-    _case("prose", f"{PROSE}\n\n{render(TWO)}", PROSE, TWO),
-    _case("think", f"{THINK}\n\n{render(TWO)}", THINK, TWO),
+    *block_basics(_case, render),
     _case("end_token", render(ONE) + "[e~[", None, ONE),
     _case("typed_values", render(RUN), None, RUN),
     _case("multiline_value", render([("write_file", {"path": "f.py", "content": CODE})]), None,

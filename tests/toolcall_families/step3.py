@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.toolcall_case import ONE, PROSE, THINK, TWO, Call, Case, tool
+from tests.toolcall_case import ONE, PROSE, TWO, Call, Case, block_basics, tool
 from tests.toolcall_case import j as _j
 
 SOURCE = (
@@ -81,10 +81,7 @@ DS_UNDERSCORE = (
 )
 
 CASES: list[Case] = [
-    _case("one", render(ONE), None, ONE),
-    _case("two", render(TWO), None, TWO),
-    _case("prose", f"{PROSE}\n\n{render(TWO)}", PROSE, TWO),
-    _case("think", f"{THINK}\n\n{render(TWO)}", THINK, TWO),
+    *block_basics(_case, render),
     _case("end_token", render(ONE) + "<|EOT|>", None, ONE),
     _case("ascii_bars", render(TWO, "|"), None, TWO),
     # The system prompt's own layout: a newline after the call's begin token.
