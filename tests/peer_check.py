@@ -10,6 +10,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletionChunk
+
 from proxy.toolcalls.recovery import process_response
 from proxy.toolcalls.stream import StreamToolProcessor
 from tests.toolcall_case import Call
@@ -72,18 +75,14 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
 
 
 def _assemble(chunks: list[dict[str, Any]]) -> Seen:
-    text: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
+    """What the openai SDK's stream helper assembles from the chunks."""
+    state = ChatCompletionStreamState()
     for c in chunks:
-        for choice in c.get("choices") or []:
-            delta = choice.get("delta") or {}
-            text.append(delta.get("content") or "")
-            for tc in delta.get("tool_calls") or []:
-                slot = calls.setdefault(tc["index"], {"function": {"name": "", "arguments": ""}})
-                fn = tc.get("function") or {}
-                slot["function"]["name"] += fn.get("name") or ""
-                slot["function"]["arguments"] += fn.get("arguments") or ""
-    return Seen(_stripped("".join(text)), _calls([calls[k] for k in sorted(calls)]))
+        state.handle_chunk(ChatCompletionChunk.model_validate(c))
+    message = state.current_completion_snapshot.choices[0].message
+    calls = [{"function": {"name": c.function.name, "arguments": c.function.arguments}}
+             for c in message.tool_calls or []]  # fmt: skip
+    return Seen(_stripped(message.content), _calls(calls))
 
 
 def chunkings(text: str, seed: int) -> list[list[str]]:
