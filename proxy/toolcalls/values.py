@@ -559,13 +559,12 @@ def _parsed(text: str) -> Any:
 def _escaped_json(text: str) -> tuple[Any, bool] | None:
     """JSON written as the body of a JSON string (`[{\\"id\\": \\"1\\"}]`: GLM 4.5-4.7 do it
     for array and object values, SGLang's glm4_moe tests): the value once unescaped, read
-    strictly; None when the text is not that. A lenient read of the escaped text would make
-    one object with a key of the whole text."""
+    strictly (valid JSON as it is, read once); None when the text is neither. A lenient read
+    of the escaped text would make one object with a key of the whole text."""
     if not text.startswith(("{", "[")):
         return None
     try:
-        orjson.loads(text)
-        return None  # valid as it is: its escapes are its strings' own
+        return orjson.loads(text), False  # valid as it is: its escapes are its strings' own
     except orjson.JSONDecodeError:
         pass
     try:
