@@ -58,6 +58,9 @@ class UpstreamConfig:
     schema_mode: str = "auto"
     recover_tool_calls: bool = True
     holdback_limit: int = 256 * 1024
+    # Times a reply with unusable tool calls (or none, when tool_choice forced one) is sent back
+    # to the model before the client sees it (0: never; the reply is passed on as it came).
+    heal_retries: int = 1
     context_length: dict[str, int] = field(default_factory=dict)  # model (or glob) -> window
     droppable_add: list[str] = field(default_factory=list)
     droppable_remove: list[str] = field(default_factory=list)
@@ -178,8 +181,8 @@ def _env_key(key: str, var: object) -> tuple[str | None, str | None]:
 _UPSTREAM_KEYS = {
     "name", "base_url", "kind", "api_key_env", "models", "forward_client_auth", "retries",
     "idle_timeout", "first_token_timeout", "request_timeout", "connect_timeout",
-    "loading_timeout", "schema_mode", "recover_tool_calls", "holdback_limit", "context_length",
-    "droppable_add", "droppable_remove", "exact_token_count", "responses",
+    "loading_timeout", "schema_mode", "recover_tool_calls", "holdback_limit", "heal_retries",
+    "context_length", "droppable_add", "droppable_remove", "exact_token_count", "responses",
 }  # fmt: skip
 
 
@@ -205,8 +208,9 @@ def parse_upstream(raw: object, where: str) -> UpstreamConfig:
             if not isinstance(raw[flag], bool):
                 raise ConfigError(f"{where}.{flag}: expected true or false")
             setattr(up, flag, raw[flag])
-    if "retries" in raw:
-        up.retries = _num(f"{where}.retries", raw["retries"], integer=True)
+    for key in ("retries", "heal_retries"):
+        if key in raw:
+            setattr(up, key, _num(f"{where}.{key}", raw[key], integer=True))
     for key in ("idle_timeout", "request_timeout", "connect_timeout", "loading_timeout"):
         if key in raw:
             setattr(up, key, float(_num(f"{where}.{key}", raw[key])))

@@ -282,6 +282,9 @@ class Metrics:
             ev.OVERFLOW: self._on_overflow,
             ev.TOOL_RECOVERED: self._on_tool_recovered,
             ev.ARGUMENTS: self._on_arguments,
+            ev.TOOL_HEALED: self._on_tool_healed,
+            ev.TOOL_CHOICE_ENFORCED: self._on_tool_choice,
+            ev.TOOLS_EMULATED: self._on_tools_emulated,
             ev.SCHEMAS_RELAXED: self._on_schemas_relaxed,
             ev.CLIENT_DISCONNECT: self._on_client_disconnect,
         }
@@ -368,6 +371,27 @@ class Metrics:
             (*um, "outcome"),
             registry=r,
         )
+        self.tool_calls_healed = Counter(
+            "latchgate_tool_calls_healed_total",
+            "Replies with unusable tool calls: asked again and healed, asked again and still "
+            "unusable (failed), or passed on flagged.",
+            (*um, "outcome"),
+            registry=r,
+        )
+        self.tool_choice_enforced = Counter(
+            "latchgate_tool_choice_enforced_total",
+            "Replies that did not honour tool_choice: re-asked (enforced, failed), passed on "
+            "(flagged), or calls turned into text for tool_choice none (converted).",
+            (*um, "choice", "outcome"),
+            registry=r,
+        )
+        self.tools_emulated = Counter(
+            "latchgate_tools_emulated_total",
+            "Requests whose tools were described in the prompt because the model refuses "
+            "native tools.",
+            um,
+            registry=r,
+        )
         self.schemas_relaxed = Counter(
             "latchgate_schemas_relaxed_total",
             "Requests sent with relaxed schemas.",
@@ -446,6 +470,18 @@ class Metrics:
     def _on_arguments(self, req: RequestEvents, e: Event) -> None:
         outcome = e.labels.get("outcome", OTHER)
         self.tool_arguments_repaired.labels(*self._um(req), outcome).inc(e.count)
+
+    def _on_tool_healed(self, req: RequestEvents, e: Event) -> None:
+        outcome = e.labels.get("outcome", OTHER)
+        self.tool_calls_healed.labels(*self._um(req), outcome).inc(e.count)
+
+    def _on_tool_choice(self, req: RequestEvents, e: Event) -> None:
+        labels = e.labels
+        choice, outcome = labels.get("choice", OTHER), labels.get("outcome", OTHER)
+        self.tool_choice_enforced.labels(*self._um(req), choice, outcome).inc(e.count)
+
+    def _on_tools_emulated(self, req: RequestEvents, e: Event) -> None:
+        self.tools_emulated.labels(*self._um(req)).inc(e.count)
 
     def _on_schemas_relaxed(self, req: RequestEvents, e: Event) -> None:
         self.schemas_relaxed.labels(req.upstream).inc(e.count)

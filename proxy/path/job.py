@@ -25,6 +25,7 @@ from proxy.observe.masking import Masker
 if TYPE_CHECKING:
     from proxy.errors import ProxyError
     from proxy.observe.events import RequestEvents
+    from proxy.path.holding import HoldingStream
     from proxy.upstreams.client import Upstream
 
 Action = Literal["resend", "retry", "return"]
@@ -66,6 +67,22 @@ class Negotiation:
 
 
 @dataclass(slots=True)
+class Healing:
+    """What self-healing (`proxy.agent.healing`) remembers across the attempts of one request:
+    the turns it sent back to the model, and the best answer so far."""
+
+    asked: int = 0  # times the model was asked again (bounded by the upstream's heal_retries)
+    source: dict[str, Any] | None = None  # the body the next attempt is built from, when asked
+    source_raw: bytes = b""  # its bytes
+    best: Any = None  # the best answer so far: a whole body, or a stream's unsent bytes
+    best_score: int = 0  # its problems (fewer is better)
+    first: str = ""  # what was wrong with the first answer, for the notice
+    forced: bool = False  # a re-ask was for tool_choice (counted as enforcement)
+    calls_bad: bool = False  # a re-ask was for the calls themselves (counted as a heal)
+    stream: HoldingStream | None = None  # the current stream attempt's holder
+
+
+@dataclass(slots=True)
 class Job:
     """One client request on its way through the path."""
 
@@ -96,6 +113,7 @@ class Job:
     response: web.StreamResponse | None = None  # the client's stream, once opened
     notices_sent: int = 0  # notices already in the response's headers or comments
     negotiation: Negotiation = field(default_factory=Negotiation)
+    heal: Healing = field(default_factory=Healing)
     status: int = 0
     front: Front | None = None  # the API the client spoke, when it is not chat (proxy.fronts)
 
@@ -158,6 +176,19 @@ class Layer(Protocol):
     def on_failure(self, job: Job, reason: str, detail: str) -> Decision: ...
 
     def whole(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | None: ...
+
+    def settle(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | Decision:
+        """A whole chat answer, judged: the body to send (this one or a better earlier one), or
+        the decision to ask the model again."""
+        ...
+
+    def settle_stream(
+        self, job: Job, unsent: list[bytes], tail: list[dict[str, Any]]
+    ) -> tuple[list[bytes], bool] | Decision:
+        """The end of a complete chat stream, judged: the events still to send (the relay's
+        `unsent` ones and the processor's `tail`, framed) and whether they carry content; or
+        the decision to ask the model again."""
+        ...
 
     def stream_processor(self, job: Job) -> StreamProcessor | None: ...
 

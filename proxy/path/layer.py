@@ -34,6 +34,7 @@ from proxy.agent.upstream_errors import UpstreamError, parse_upstream_error
 from proxy.agent.windows import WindowDiscovery
 from proxy.errors import ProxyError
 from proxy.observe import events as ev
+from proxy.path import reask
 from proxy.path.chunks import upstream_error_body
 from proxy.path.job import Decision, Job, StreamProcessor
 from proxy.state.latches import LatchStore, Refusal
@@ -177,8 +178,12 @@ class AgentLayer:
         store, state = self.store, job.negotiation
         state.generation = store.generation
         endpoint, latches = store.view(up.endpoint_id, model)
+        # Asked again (self-healing): the conversation with the reply and its correction.
+        source, raw = job.body, job.raw
+        if job.heal.source is not None:
+            source, raw = job.heal.source, job.heal.source_raw
         built = build_body(
-            job.body, endpoint, latches, droppable=self.droppable(up), sanitise=sanitise
+            source, endpoint, latches, droppable=self.droppable(up), sanitise=sanitise
         )
         for name in built.dropped:
             if name not in state.counted:  # once per request, not per attempt
@@ -186,7 +191,7 @@ class AgentLayer:
                 # build_body's own notice already says it; this event only counts it
                 job.events.emit(ev.FIELD_DROPPED, "", field=name)
         body = built.body
-        if body is not job.body:
+        if body is not source:
             # Every field of the client's that is not sent (refused, latched off, renamed):
             # the header lists them all, whatever removed them. The last attempt's list wins.
             job.dropped = [name for name in job.body if name not in body]
@@ -201,7 +206,7 @@ class AgentLayer:
             job.events.emit(ev.STRUCTURED_IN_WORDS, "")  # build_body's notice says it
         if not _has_schema_fields(body):
             # No schema anywhere (most requests): nothing for the schema step to look at.
-            return body, _encode(job.raw, job.body, body)
+            return body, _encode(raw, source, body)
         result = apply_to_request(
             body, mode=self.schema_mode(up), relaxed=not endpoint.strict_schemas
         )
@@ -217,7 +222,7 @@ class AgentLayer:
             )
         for fixed in result.notices:
             job.events.emit(ev.SCHEMA_FIXED, fixed)
-        return result.body, _encode(job.raw, job.body, result.body)
+        return result.body, _encode(raw, source, result.body)
 
     # -- after an error ---------------------------------------------------------------------
     def on_error(self, job: Job, status: int, headers: Any, raw: bytes) -> Decision:
@@ -382,23 +387,31 @@ class AgentLayer:
         tools = self._tools(job)
         if tools is None and not _has_tool_calls(body):
             return changed  # nothing to recover, nothing to repair: skip the walk
-        new, events = process_response(
-            changed or body, tools, recover=job.upstream.config.recover_tool_calls
-        )
+        new, events = process_response(changed or body, tools, recover=self._recover(job))
         for event in events:
             job.events.add(event)
         return new if new is not None else changed
+
+    @staticmethod
+    def _recover(job: Job) -> bool:
+        """Whether calls written as text are recovered: not when the client forbade calls."""
+        return job.upstream.config.recover_tool_calls and job.body.get("tool_choice") != "none"
+
+    def settle(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | Decision:
+        return reask.settle(job, body)
+
+    def settle_stream(
+        self, job: Job, unsent: list[bytes], tail: list[dict[str, Any]]
+    ) -> tuple[list[bytes], bool] | Decision:
+        return reask.settle_stream(job, unsent, tail)
 
     def stream_processor(self, job: Job) -> StreamProcessor | None:
         tools = self._tools(job)
         if tools is not None:
             cfg = job.upstream.config
-            return _Events(
-                StreamToolProcessor(
-                    tools, recover=cfg.recover_tool_calls, holdback_limit=cfg.holdback_limit
-                ),
-                job,
-            )
+            limit = cfg.holdback_limit
+            inner = StreamToolProcessor(tools, recover=self._recover(job), holdback_limit=limit)
+            return reask.holder(job, _Events(inner, job), limit)
         if job.negotiation.in_words:
             return JsonInWordsStream()
         return None

@@ -445,8 +445,15 @@ class StreamRelay:
             return self.layer.on_failure(job, "connect", "the stream ended before any answer")
         if self.processor is not None:
             tail = self.processor.finish()
-            self.pending += [frame(orjson.dumps(c)) for c in tail]
-            self.pending_carries = self.pending_carries or any(chunk_has_content(c) for c in tail)
+            if incomplete:
+                self.pending += [frame(orjson.dumps(c)) for c in tail]
+                carries = any(chunk_has_content(c) for c in tail)
+            else:
+                settled = self.layer.settle_stream(job, self.pending, tail)
+                if isinstance(settled, Decision):
+                    return settled  # asked again (self-healing): nothing of it was relayed
+                self.pending, carries = settled
+            self.pending_carries = self.pending_carries or carries
         if incomplete:
             await self._flush(self.pending, self.pending_carries)
             return await self._failed(
@@ -487,6 +494,10 @@ class StreamRelay:
             return Decision.give(502, error_body(502, message, code="upstream_bad_stream"))
         usage.record(job, parsed, self.layer.on_usage)
         body = self.layer.whole(job, parsed) or parsed
+        settled = self.layer.settle(job, body)
+        if isinstance(settled, Decision):
+            return settled  # asked again (self-healing)
+        body = settled
         job.events.emit(
             ev.INFO,
             f"{job.upstream.name} answered a streamed request whole; "

@@ -56,6 +56,12 @@ class WholeRelay:
             # Parsed whole: orjson reads a typical answer faster than any skim of its bytes
             # could find the usage, and the shape had to be checked anyway.
             changed = self.changed(job, parsed)
+            if job.route == "chat":
+                settled = self.layer.settle(job, parsed if changed is None else changed)
+                if isinstance(settled, Decision):
+                    return settled  # asked again (self-healing)
+                if settled is not parsed:
+                    changed = settled
             if job.front is not None:
                 return self._translated(job, resp.status, parsed if changed is None else changed)
             if changed is not None:

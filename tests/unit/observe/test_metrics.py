@@ -30,6 +30,12 @@ MAPPED: dict[str, tuple[str, dict[str, str], dict[str, str]]] = {
     ev.ARGUMENTS: (
         "latchgate_tool_arguments_repaired_total", {"outcome": "repaired"},
         {**UM, "outcome": "repaired"}),
+    ev.TOOL_HEALED: (
+        "latchgate_tool_calls_healed_total", {"outcome": "healed"}, {**UM, "outcome": "healed"}),
+    ev.TOOL_CHOICE_ENFORCED: (
+        "latchgate_tool_choice_enforced_total", {"choice": "required", "outcome": "enforced"},
+        {**UM, "choice": "required", "outcome": "enforced"}),
+    ev.TOOLS_EMULATED: ("latchgate_tools_emulated_total", {}, UM),
     ev.SCHEMAS_RELAXED: ("latchgate_schemas_relaxed_total", {}, U),
     ev.CLIENT_DISCONNECT: ("latchgate_client_disconnects_total", {}, U),
 }
@@ -245,6 +251,9 @@ def test_render_parses_and_names_every_metric() -> None:
         "latchgate_context_overflow": "counter",
         "latchgate_tool_calls_recovered": "counter",
         "latchgate_tool_arguments_repaired": "counter",
+        "latchgate_tool_calls_healed": "counter",
+        "latchgate_tool_choice_enforced": "counter",
+        "latchgate_tools_emulated": "counter",
         "latchgate_schemas_relaxed": "counter",
         "latchgate_tokens": "counter",
         "latchgate_inflight_requests": "gauge",

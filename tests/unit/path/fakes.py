@@ -200,6 +200,15 @@ class FakeLayer:
     def whole(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
+    def settle(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | Decision:
+        return body
+
+    def settle_stream(
+        self, job: Job, unsent: list[bytes], tail: list[dict[str, Any]]
+    ) -> tuple[list[bytes], bool] | Decision:
+        frames = [b"data: " + orjson.dumps(c) + b"\n\n" for c in tail]
+        return [*unsent, *frames], any(c.get("choices") for c in tail)
+
     def stream_processor(self, job: Job) -> StreamProcessor | None:
         return self.processor()
 

@@ -1,0 +1,173 @@
+"""Holding a tools stream's calls until the reply is judged, so a bad call can be asked again.
+
+Self-healing (`proxy.agent.healing`) re-asks the model when a reply's calls are wrong, which is
+only allowed while nothing of the reply has reached the client. The tool-call stream processor
+already sends each call whole, at the end of its choice; `HoldingStream` wraps it and holds, from
+the first chunk carrying a call or a finish reason on, everything it would send, until the relay
+asks the agent layer to settle the reply (`Layer.settle_stream`). Plain text before the calls
+still flows as it comes. When the client forced a call (`tool_choice` required or a function),
+text is held too, up to the hold-back limit: a reply in prose is then the failure to re-ask.
+
+It also keeps the reply as a chat message (its text while nothing was relayed, and its calls),
+which is what the layer judges and, when it re-asks, sends back to the model.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from proxy.path.job import Job, StreamProcessor
+
+
+class HoldingStream:
+    """A `StreamProcessor` that holds another's calls (and, forced, its text) back."""
+
+    __slots__ = ("calls", "gave_up", "held", "hold_all", "holding", "inner", "job", "limit",
+                 "size", "texts", "finish_reason")  # fmt: skip
+
+    def __init__(self, inner: StreamProcessor, job: Job, *, hold_all: bool, limit: int) -> None:
+        self.inner = inner
+        self.job = job
+        self.hold_all = hold_all  # the client forced a call: hold the text as well
+        self.limit = limit  # bytes of text held at most (the upstream's holdback_limit)
+        self.holding = False  # a call or a finish reason came: everything from it on is held
+        self.gave_up = False  # past the limit, the held text was let go: no re-ask possible
+        self.held: list[dict[str, Any]] = []
+        self.texts: list[str] = []  # the reply's text, while none of it reached the client
+        self.calls: list[dict[str, Any]] = []  # the calls, as they would go to the client
+        self.size = 0
+        self.finish_reason: str | None = None
+
+    # -- StreamProcessor --------------------------------------------------------------------
+
+    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        out = self.inner.feed(chunk)
+        if self.hold_all or self.holding:
+            return self._hold(out)
+        for i, item in enumerate(out):
+            if _ends(item):
+                self.holding = True
+                self._note(out[:i])
+                self._hold(out[i:])
+                return out[:i]
+        self._note(out)
+        return out
+
+    def pass_texts(self, texts: list[str]) -> int:
+        if self.hold_all or self.holding:
+            return 0  # through `feed`, to be held
+        passed = self.inner.pass_texts(texts)
+        if passed and not self.job.relayed:
+            self.texts.extend(texts[:passed])
+        return passed
+
+    def hold_texts(self, texts: list[str]) -> int:
+        return self.inner.hold_texts(texts)  # held inside the processor: sent, if ever, by feed
+
+    def add_arguments(self, call: int, texts: list[str]) -> int:
+        return self.inner.add_arguments(call, texts)
+
+    def finish(self) -> list[dict[str, Any]]:
+        """Everything held, and what the processor still had: the reply's unsent end."""
+        tail = self.inner.finish()
+        self._note_calls(tail)
+        self._note_text(tail)
+        held, self.held = [*self.held, *tail], []
+        return held
+
+    # -- the reply --------------------------------------------------------------------------
+
+    def message(self) -> dict[str, Any]:
+        """The reply as a chat message: its text (what is known of it) and its calls."""
+        text = "".join(self.texts)
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if self.calls:
+            message["tool_calls"] = self.calls
+        return message
+
+    @property
+    def may_heal(self) -> bool:
+        """Whether the reply can still be asked for again: none of it reached the client."""
+        return not self.job.relayed and not self.gave_up
+
+    def _note(self, out: list[dict[str, Any]]) -> None:
+        if not self.job.relayed:
+            self._note_text(out)
+
+    def _note_text(self, out: list[dict[str, Any]]) -> None:
+        for item in out:
+            delta = _delta(item)
+            content = delta.get("content") if delta is not None else None
+            if isinstance(content, str):
+                self.texts.append(content)
+
+    def _note_calls(self, out: list[dict[str, Any]]) -> None:
+        for item in out:
+            finish = _finish(item)
+            if finish:
+                self.finish_reason = finish
+            delta = _delta(item)
+            calls = delta.get("tool_calls") if delta is not None else None
+            if isinstance(calls, list):
+                self.calls.extend(
+                    {k: v for k, v in call.items() if k != "index"}
+                    for call in calls
+                    if isinstance(call, dict)
+                )
+
+    def _hold(self, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        self._note_calls(out)
+        self._note_text(out)
+        self.held.extend(out)
+        if self.hold_all and not self.holding:
+            self.size += sum(len(t) for t in _contents(out))
+            if self.size > self.limit:
+                # Past the limit the text goes out as it is: the reply can no longer be asked
+                # for again, and is judged and flagged at its end like any other.
+                self.hold_all, self.gave_up = False, True
+                released, self.held = self.held, []
+                return released
+        return []
+
+
+def _delta(item: dict[str, Any]) -> dict[str, Any] | None:
+    choices = item.get("choices")
+    if type(choices) is not list or not choices or type(choices[0]) is not dict:
+        return None
+    delta = choices[0].get("delta")
+    return delta if type(delta) is dict else None
+
+
+def _finish(item: dict[str, Any]) -> str | None:
+    choices = item.get("choices")
+    if type(choices) is not list or not choices or type(choices[0]) is not dict:
+        return None
+    finish = choices[0].get("finish_reason")
+    return finish if isinstance(finish, str) else None
+
+
+def _ends(item: dict[str, Any]) -> bool:
+    """Whether a chunk carries a call or a finish reason: the part of the reply to hold."""
+    choices = item.get("choices")
+    if type(choices) is not list:
+        return False
+    for choice in choices:
+        if type(choice) is dict:
+            if choice.get("finish_reason"):
+                return True
+            delta = choice.get("delta")
+            if type(delta) is dict and delta.get("tool_calls"):
+                return True
+    return False
+
+
+def _contents(out: list[dict[str, Any]]) -> list[str]:
+    found: list[str] = []
+    for item in out:
+        delta = _delta(item)
+        for key in ("content", "reasoning_content", "reasoning"):
+            value = delta.get(key) if delta is not None else None
+            if isinstance(value, str):
+                found.append(value)
+    return found

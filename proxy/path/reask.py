@@ -1,0 +1,278 @@
+"""The agent layer's healing step: judge a finished reply, ask the model again, or pass it on.
+
+`proxy.agent.healing` says what is wrong with a reply and writes the turn that asks again; this
+module applies it to one request (BEHAVIOUR 10): a whole answer or the end of a stream is judged
+against the request's tools and `tool_choice`; a failing reply that has not reached the client
+is asked for again up to the upstream's `heal_retries` (the next attempt is built from the
+conversation, the reply and the correction); the best answer goes to the client, and every heal,
+enforcement and conversion is an event. Calls the client forbade (`tool_choice: "none"`) are
+turned back into text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from proxy.agent.healing import (
+    Choice,
+    Verdict,
+    calls_as_text,
+    heal_messages,
+    judge,
+    read_choice,
+    summary,
+    tool_calls,
+)
+from proxy.observe import events as ev
+from proxy.path.chunks import chunk_has_content
+from proxy.path.holding import HoldingStream
+from proxy.path.job import Decision, Job, StreamProcessor
+from proxy.path.sse import frame
+
+
+def tools_of(job: Job) -> list[dict[str, Any]] | None:
+    """The request's tools, when it declared any."""
+    tools = job.body.get("tools")
+    return tools if isinstance(tools, list) and tools else None
+
+
+def choice_of(job: Job) -> Choice:
+    return read_choice(job.body.get("tool_choice"))
+
+
+def holder(job: Job, inner: StreamProcessor, limit: int) -> StreamProcessor:
+    """The stream processor for a tools stream: `inner`, its calls held back until the reply is
+    judged (`settle_stream`); `inner` itself when nothing will be judged (healing is off and
+    calls are allowed, or the request asks for several choices)."""
+    retries = job.upstream.config.heal_retries
+    choice = choice_of(job)
+    if not _single(job.body) or (retries <= 0 and choice.mode != "none"):
+        return inner
+    # Text is held only while the reply can still be asked for again: on the last attempt it
+    # flows, and only the calls wait to be judged.
+    hold_all = choice.forces and job.heal.asked < retries
+    held = HoldingStream(inner, job, hold_all=hold_all, limit=limit)
+    job.heal.stream = held
+    return held
+
+
+def settle(job: Job, body: dict[str, Any]) -> dict[str, Any] | Decision:
+    """A whole answer: the body to send, or the decision to ask again."""
+    tools = tools_of(job)
+    message = _message(body)
+    if tools is None or message is None or not _single(job.body):
+        return body
+    choice = choice_of(job)
+    if choice.mode == "none":
+        return _with_message(body, _unforbidden(job, message)) if tool_calls(message) else body
+    if job.upstream.config.heal_retries <= 0 or _finish(body) == "length":
+        return body
+    verdict = judge(message, tools, choice)
+    settled: dict[str, Any] | Decision = _judged(
+        job, verdict, message, tools, choice, body, may_ask=True
+    )
+    return settled
+
+
+def settle_stream(
+    job: Job, unsent: list[bytes], tail: list[dict[str, Any]]
+) -> tuple[list[bytes], bool] | Decision:
+    """The end of a complete stream: the events to send and whether they carry content, or the
+    decision to ask again."""
+    held = job.heal.stream
+    carries = any(chunk_has_content(c) for c in tail)
+    if held is None:
+        return [*unsent, *_frames(tail)], carries
+    job.heal.stream = None
+    tools = tools_of(job) or []
+    choice = choice_of(job)
+    message = held.message()
+    if choice.mode == "none":
+        if tool_calls(message):
+            tail = _tail_as_text(job, tail, message)
+        return [*unsent, *_frames(tail)], carries
+    answer = [*unsent, *_frames(tail)]
+    if held.finish_reason == "length":
+        return answer, carries  # cut off at the ceiling: flagged as such (BEHAVIOUR 4.2)
+    verdict = judge(message, tools, choice)
+    outcome = _judged(job, verdict, message, tools, choice, answer, may_ask=held.may_heal)
+    if isinstance(outcome, Decision):
+        return outcome
+    return outcome, carries or outcome is not answer
+
+
+def _judged(
+    job: Job,
+    verdict: Verdict,
+    message: dict[str, Any],
+    tools: list[dict[str, Any]],
+    choice: Choice,
+    answer: Any,
+    *,
+    may_ask: bool,
+) -> Any:
+    """The answer to send (this one, or a better earlier one), or the decision to ask again."""
+    heal = job.heal
+    _note_skipped(job, verdict)
+    if verdict.ok:
+        if heal.asked:
+            _resolved(job, "healed", "the second answer is valid")
+        return answer
+    if may_ask and heal.asked < job.upstream.config.heal_retries and not job.relayed:
+        return _ask_again(job, verdict, message, tools, choice, answer)
+    if not heal.asked:
+        _flagged(job, verdict, may_ask)
+        return answer
+    better = heal.best is not None and heal.best_score < verdict.score and not job.relayed
+    _resolved(
+        job,
+        "failed",
+        f"the second answer is not valid either ({summary(verdict)}), so "
+        + ("the first answer was returned" if better else "it was returned"),
+    )
+    return heal.best if better else answer
+
+
+def _ask_again(
+    job: Job,
+    verdict: Verdict,
+    message: dict[str, Any],
+    tools: list[dict[str, Any]],
+    choice: Choice,
+    answer: Any,
+) -> Decision:
+    heal = job.heal
+    if heal.best is None or verdict.score < heal.best_score:
+        heal.best, heal.best_score = answer, verdict.score
+    heal.first = heal.first or summary(verdict)
+    heal.forced = heal.forced or bool(verdict.choice)
+    heal.calls_bad = heal.calls_bad or bool(verdict.problems)
+    base = heal.source or job.body
+    messages = base.get("messages")
+    history = messages if isinstance(messages, list) else []
+    heal.source = {**base, "messages": [*history, *heal_messages(message, verdict, tools, choice)]}
+    heal.source_raw = orjson.dumps(heal.source)
+    heal.asked += 1
+    return Decision("resend", reason="heal")
+
+
+def _resolved(job: Job, outcome: str, what: str) -> None:
+    """The re-asked request has its answer: one notice, and each re-ask's kind counted."""
+    heal = job.heal
+    notice = (
+        f"{job.events.model}'s reply was not usable ({heal.first}); latchgate asked again "
+        f"and {what}."
+    )
+    if heal.calls_bad:
+        job.events.emit(ev.TOOL_HEALED, notice, outcome=outcome)
+        notice = ""  # one sentence for both counts
+    if heal.forced:
+        choice = choice_of(job)
+        job.events.emit(
+            ev.TOOL_CHOICE_ENFORCED,
+            notice,
+            choice=choice.mode,
+            outcome="enforced" if outcome == "healed" else "failed",
+        )
+
+
+def _flagged(job: Job, verdict: Verdict, may_ask: bool) -> None:
+    """A failing reply that could not be asked for again: passed on, flagged."""
+    why = (
+        "part of it had already reached the client"
+        if job.relayed or may_ask
+        else "its text passed the hold-back limit"
+    )
+    notice = f"{job.events.model}'s reply is not usable ({summary(verdict)}); {why}, so "
+    notice += "latchgate passed it on as it was."
+    if verdict.problems:
+        job.events.emit(ev.TOOL_HEALED, notice, outcome="flagged")
+        notice = ""
+    if verdict.choice:
+        job.events.emit(
+            ev.TOOL_CHOICE_ENFORCED, notice, choice=choice_of(job).mode, outcome="flagged"
+        )
+
+
+def _note_skipped(job: Job, verdict: Verdict) -> None:
+    for name in verdict.skipped:
+        job.events.emit(
+            ev.INFO,
+            f"The parameters schema of tool {name} could not be compiled, so its calls were "
+            "not validated.",
+        )
+
+
+def _unforbidden(job: Job, message: dict[str, Any]) -> dict[str, Any]:
+    """`tool_choice: "none"` answered with calls: the calls, as text."""
+    count = len(tool_calls(message))
+    job.events.emit(
+        ev.TOOL_CHOICE_ENFORCED,
+        f"{job.events.model} called {count} tool(s) although tool_choice was none; latchgate "
+        "turned the call(s) into text.",
+        choice="none",
+        outcome="converted",
+    )
+    return calls_as_text(message)
+
+
+def _tail_as_text(
+    job: Job, tail: list[dict[str, Any]], message: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """A stream's held end with its call chunks replaced by one text chunk holding them."""
+    text = calls_as_text({"content": None, "tool_calls": tool_calls(message)})["content"]
+    _unforbidden(job, message)
+    out: list[dict[str, Any]] = []
+    placed = False
+    for chunk in tail:
+        choices = chunk.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if isinstance(delta, dict) and delta.get("tool_calls"):
+            if not placed:
+                placed = True
+                out.append(_rechoice(chunk, {"content": text}, None))
+            continue
+        if isinstance(choice, dict) and choice.get("finish_reason") == "tool_calls":
+            chunk = _rechoice(chunk, choice.get("delta") or {}, "stop")
+        out.append(chunk)
+    return out
+
+
+def _rechoice(chunk: dict[str, Any], delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+    choice = chunk["choices"][0]
+    return {**chunk, "choices": [{**choice, "delta": delta, "finish_reason": finish}]}
+
+
+def _message(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The one choice's message of a whole answer (None: not exactly one readable choice)."""
+    choices = body.get("choices")
+    if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:
+        return None
+    message = choices[0].get("message")
+    return message if type(message) is dict else None
+
+
+def _finish(body: dict[str, Any]) -> object:
+    choice = body["choices"][0]
+    return choice.get("finish_reason")
+
+
+def _with_message(body: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
+    choice = body["choices"][0]
+    finish = choice.get("finish_reason")
+    if finish == "tool_calls":
+        finish = "stop"
+    return {**body, "choices": [{**choice, "message": message, "finish_reason": finish}]}
+
+
+def _single(body: dict[str, Any]) -> bool:
+    """Whether the request asks for one choice (a re-ask of several is not attempted)."""
+    n = body.get("n")
+    return n is None or n == 1
+
+
+def _frames(chunks: list[dict[str, Any]]) -> list[bytes]:
+    return [frame(orjson.dumps(c)) for c in chunks]
