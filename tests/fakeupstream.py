@@ -42,7 +42,8 @@ class Json:
 
 @dataclass
 class Stream:
-    """An SSE reply: each item is a chunk dict, raw bytes (sent as they are) or "[DONE]"."""
+    """An SSE reply: each item is a chunk dict, raw bytes (sent as they are), "[DONE]", or an
+    `asyncio.Event` the stream waits for (the test sets it, e.g. once the client saw a chunk)."""
 
     events: list[Any]
     delay: float = 0.0  # between events
@@ -263,6 +264,9 @@ class FakeUpstream:
         for i, item in enumerate(reply.events):
             if i and reply.delay:
                 await asyncio.sleep(reply.delay)
+            if isinstance(item, asyncio.Event):
+                await item.wait()  # the test says when the stream goes on
+                continue
             if isinstance(item, bytes):
                 data = item
             elif item == "[DONE]":

@@ -23,8 +23,19 @@ if TYPE_CHECKING:
 class HoldingStream:
     """A `StreamProcessor` that holds another's calls (and, forced, its text) back."""
 
-    __slots__ = ("calls", "gave_up", "held", "hold_all", "holding", "inner", "job", "limit",
-                 "size", "texts", "finish_reason")  # fmt: skip
+    __slots__ = (
+        "calls",
+        "finish_reason",
+        "gave_up",
+        "held",
+        "hold_all",
+        "holding",
+        "inner",
+        "job",
+        "limit",
+        "size",
+        "texts",
+    )  # fmt: skip
 
     def __init__(self, inner: StreamProcessor, job: Job, *, hold_all: bool, limit: int) -> None:
         self.inner = inner

@@ -125,7 +125,9 @@ def _judged(
     if not heal.asked:
         _flagged(job, verdict, may_ask)
         return answer
-    better = heal.best is not None and heal.best_score < verdict.score and not job.relayed
+    # A tie goes to the first answer, the one the model gave unprompted: healing never returns
+    # something worse than what the client would have had without it.
+    better = heal.best is not None and heal.best_score <= verdict.score and not job.relayed
     _resolved(
         job,
         "failed",

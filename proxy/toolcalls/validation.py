@@ -30,6 +30,7 @@ def check_calls(calls: list[dict[str, Any]], tools: list[dict[str, Any]] | None)
         if isinstance(fn, dict) and isinstance(fn.get("name"), str):
             schemas[fn["name"]] = fn.get("parameters") or {}
     problems: list[Problem] = []
+    skipped: list[str] = []
     for i, call in enumerate(calls):
         fn = call.get("function") if isinstance(call, dict) else None
         fn = fn if isinstance(fn, dict) else {}
@@ -47,8 +48,13 @@ def check_calls(calls: list[dict[str, Any]], tools: list[dict[str, Any]] | None)
         if not isinstance(args, dict):
             problems.append(Problem(i, name, "not_object", "the arguments are not an object"))
             continue
+        try:
+            jsonschema.Draft202012Validator.check_schema(schemas[name])
+        except jsonschema.SchemaError:
+            skipped.append(name)
+            continue
         for err in jsonschema.Draft202012Validator(schemas[name]).iter_errors(args):
             where = "/".join(map(str, err.absolute_path))
             problems.append(Problem(i, name, "invalid", f"at {where!r}: {err.message}"))
             break
-    return Checked(tuple(problems), ())
+    return Checked(tuple(problems), tuple(skipped))
