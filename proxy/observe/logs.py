@@ -233,6 +233,19 @@ def wanted(status: int, req: RequestEvents) -> bool:
     return bool(req.events) and any(e.kind == ev.REFUSAL for e in req.events)
 
 
+def _tool_fields(req: RequestEvents, line: dict[str, Any]) -> None:
+    """The tool-call decisions of a request as fields of its line (self-healing, enforced
+    tool_choice, emulated tools), so they can be filtered on without parsing notices."""
+    for event in req.events:
+        if event.kind == ev.TOOL_HEALED:
+            line["tool_heal"] = event.labels.get("outcome", "")
+        elif event.kind == ev.TOOL_CHOICE_ENFORCED:
+            labels = event.labels
+            line["tool_choice_enforced"] = f"{labels.get('choice')}: {labels.get('outcome')}"
+        elif event.kind == ev.TOOLS_EMULATED:
+            line["tools_emulated"] = True
+
+
 def request_line(
     req: RequestEvents,
     *,
@@ -267,6 +280,8 @@ def request_line(
     }
     if latched:
         line["latched"] = latched
+    if req.events:
+        _tool_fields(req, line)
     line.update(fields)
     log = get_logger()
     if status >= 500:

@@ -12,6 +12,7 @@ exist, and every heal, enforcement and conversion must be a notice and a counter
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -21,9 +22,11 @@ import pytest
 
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, Stream, completion, text_stream
+from tests.http.test_logs import captured, lines
 from tests.http.test_responses import calls_stream, tool_call
 from tests.http.test_toolcalls import accumulate
 
+__all__ = ["captured"]  # a fixture of test_logs', used here
 MODEL = "fake-model"
 TOOLS: Any = [
     {"type": "function", "function": {
@@ -387,3 +390,19 @@ async def test_usage_only_chunk_after_a_held_call_still_reaches_the_client(
     chunks = [c async for c in stream]
     assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 17
     assert accumulate(chunks)[1][0][1] == "read_file"
+
+
+async def test_the_log_line_says_what_was_healed_and_enforced(
+    fake: FakeUpstream, lg: Running, api: Any, captured: io.StringIO
+) -> None:
+    fake.push(calls_reply(UNKNOWN), calls_reply(GOOD))
+    await ask(api, "whole")
+    fake.push(Json(completion("Fine.")), calls_reply(GOOD))
+    await ask(api, "whole", tool_choice="required")
+    fake.push(calls_reply(GOOD))
+    await ask(api, "whole", tool_choice="none")
+    requests = [line for line in lines(captured) if line.get("event") == "request"]
+    assert [r.get("tool_heal") for r in requests] == ["healed", None, None]
+    assert [r.get("tool_choice_enforced") for r in requests] == [
+        None, "required: enforced", "none: converted"]
+    assert [r["attempts"] for r in requests] == [2, 2, 1]
