@@ -15,6 +15,7 @@ project root (after `pip install fastjsonschema jsonschema-rs`):
 
 from __future__ import annotations
 
+import functools
 import statistics
 import sys
 import time
@@ -210,13 +211,13 @@ def measure(lib: str, all_cases: list[Case], repeats: int) -> Timing:
         except Exception:
             failed += 1
             continue
-        compiles.append(best_of(lambda c=case: make(c.schema), repeats, 1))
+        compiles.append(best_of(functools.partial(make, case.schema), repeats, 1))
         for instance in case.valid:
             disagree += bool(check(instance))
-            valids.append(best_of(lambda i=instance, f=check: f(i), repeats, 200))
+            valids.append(best_of(functools.partial(check, instance), repeats, 200))
         for instance in case.invalid:
             disagree += not check(instance)
-            invalids.append(best_of(lambda i=instance, f=check: f(i), repeats, 200))
+            invalids.append(best_of(functools.partial(check, instance), repeats, 200))
     return Timing(statistics.mean(compiles) * 1e6, statistics.mean(valids) * 1e6,
                   statistics.mean(invalids) * 1e6, disagree, failed)
 
