@@ -141,8 +141,9 @@ class _SchemaCache:
 
 _CACHE = _SchemaCache(CACHE_SIZE)
 
-# Marks a declared tool without `parameters`: it accepts any object.
+# Marks a declared tool without `parameters` (it accepts any object), and a name not declared.
 _ANY_OBJECT: dict[str, Any] = {}
+_UNDECLARED: dict[str, Any] = {}
 
 
 def clear_caches() -> None:
@@ -159,7 +160,7 @@ def check_calls(calls: list[dict[str, Any]], tools: list[dict[str, Any]] | None)
     """Check a reply's tool calls (OpenAI chat form, `function.arguments` a JSON string) against
     the request's chat `tools`; return the failing calls and the tools that could not be
     validated. Odd input of any shape is reported or ignored, never raised on."""
-    declared = declared_schemas(tools)
+    declared = tools if isinstance(tools, list) else []
     problems: list[Problem] = []
     skipped: list[str] = []
     for index, call in enumerate(calls if isinstance(calls, list) else []):
@@ -170,20 +171,29 @@ def check_calls(calls: list[dict[str, Any]], tools: list[dict[str, Any]] | None)
     return Checked(tuple(problems), tuple(skipped))
 
 
-def declared_schemas(tools: list[dict[str, Any]] | None) -> dict[str, Any]:
-    """Tool name -> its `parameters` schema, for the well-formed function tools of a request.
-    The first declaration of a name wins, as a server reading the list in order would pick it.
-    Building this is a loop over the list (about 2 µs for 20 tools), so it is not cached."""
-    declared: dict[str, Any] = {}
-    for tool in tools if isinstance(tools, list) else []:
+def schema_of(tools: list[Any], name: str) -> Any:
+    """The `parameters` of the first well-formed function tool called `name` (the first wins, as
+    a server reading the list in order would pick it); `_ANY_OBJECT` for a tool without them,
+    `_UNDECLARED` when there is none. A scan that stops at the match rather than a name -> schema
+    dict built per reply: building that dict costs 9 µs for the agent tool set's 20 tools, the
+    scan half of it on average, and a reply usually makes one call."""
+    for tool in tools:
         function = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(function, dict):
-            continue
-        name = function.get("name")
-        if isinstance(name, str) and name and name not in declared:
+        if isinstance(function, dict) and function.get("name") == name:
             parameters = function.get("parameters")
-            declared[name] = _ANY_OBJECT if parameters is None else parameters
-    return declared
+            return _ANY_OBJECT if parameters is None else parameters
+    return _UNDECLARED
+
+
+def declared_names(tools: list[Any]) -> list[str]:
+    """The names of the well-formed function tools, each once, in declaration order."""
+    names: dict[str, None] = {}
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if isinstance(name, str) and name:
+            names[name] = None
+    return list(names)
 
 
 def _name_and_arguments(call: Any) -> tuple[str, Any]:
@@ -195,14 +205,14 @@ def _name_and_arguments(call: Any) -> tuple[str, Any]:
 
 
 def _check_one(
-    index: int, name: str, arguments: Any, declared: dict[str, Any], skipped: list[str]
+    index: int, name: str, arguments: Any, tools: list[Any], skipped: list[str]
 ) -> Problem | None:
-    if name not in declared:
-        return Problem(index, name, UNKNOWN_TOOL, unknown_tool_detail(name, list(declared)))
+    schema = schema_of(tools, name) if name else _UNDECLARED
+    if schema is _UNDECLARED:
+        return Problem(index, name, UNKNOWN_TOOL, unknown_tool_detail(name, declared_names(tools)))
     parsed = _parse(arguments)
     if isinstance(parsed, _Rejected):
         return Problem(index, name, parsed.kind, parsed.detail)
-    schema = declared[name]
     if schema is _ANY_OBJECT:
         return None
     validator = _CACHE.get(schema)
@@ -239,6 +249,10 @@ def _errors(validator: Validator, instance: dict[str, Any]) -> list[str] | None:
     """Up to MAX_ERRORS + 1 error lines (the extra one only says there are more), or None when the
     validator fails (the call is then treated as unvalidated, like an uncompilable schema)."""
     try:
+        # is_valid first: 0.7 µs against 1.8 for an empty iter_errors on the shell tool's schema;
+        # an error object costs 5-10 µs (pyo3 builds its messages), so only failing calls pay it.
+        if validator.is_valid(instance):
+            return []
         errors = islice(validator.iter_errors(instance), MAX_ERRORS + 1)
         return [_error_line(error) for error in errors]
     except _FATAL:
