@@ -300,7 +300,8 @@ def odd_table() -> tuple[list[str], dict[str, int]]:
             good = got in want.split("|")
             right[lib] += good
             cells.append(f"{got} {'✓' if good else '✗'}")
-        rows.append(f"| {what} | {want} | " + " | ".join(cells) + " |")
+        wanted = want.replace("|", " or ")  # a bare | would split the Markdown cell
+        rows.append(f"| {what} | {wanted} | " + " | ".join(cells) + " |")
     return rows, right
 
 
