@@ -231,7 +231,7 @@ def _parse(arguments: Any) -> dict[str, Any] | _Rejected:
     if isinstance(arguments, dict):
         return arguments  # a server that sent an object where a string belongs meant this
     if not isinstance(arguments, str):
-        kind = "no arguments" if arguments is None else f"a {type(arguments).__name__}"
+        kind = "nothing" if arguments is None else f"a value of type {type(arguments).__name__}"
         return _Rejected(UNPARSEABLE, f"The arguments must be a JSON object; got {kind}.")
     if not arguments.strip():
         return {}  # "" means "no arguments", as proxy/toolcalls/arguments.py repairs it
