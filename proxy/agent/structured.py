@@ -55,11 +55,13 @@ def ask_in_words(
     text = instruction(body.get("response_format"), sanitise)
     out = {key: value for key, value in body.items() if key != "response_format"}
     messages = body.get("messages")
-    out["messages"] = _with_instruction(messages if isinstance(messages, list) else [], text)
+    out["messages"] = with_instruction(messages if isinstance(messages, list) else [], text)
     return out
 
 
-def _with_instruction(messages: list[Any], text: str) -> list[Any]:
+def with_instruction(messages: list[Any], text: str) -> list[Any]:
+    """New messages with `text` appended to the first system (or developer) message, or a system
+    message holding it put first; shared with tool emulation (proxy/agent/emulation.py)."""
     for index, message in enumerate(messages):
         if isinstance(message, dict) and message.get("role") in ("system", "developer"):
             updated = {**message, "content": _append(message.get("content"), text)}
