@@ -14,12 +14,13 @@ layer decides when to use them (`proxy.path.layer`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
-from proxy.toolcalls.validation import Problem, check_calls
+from proxy.toolcalls.validation import UNKNOWN_TOOL, Problem, check_calls, unknown_tool_detail
 
 Mode = Literal["auto", "none", "required", "function"]
 # How many declared tools a correction lists by name; an agent with hundreds would drown a
@@ -86,10 +87,46 @@ def judge(message: object, tools: list[dict[str, Any]], choice: Choice) -> Verdi
     for answering in words when words were allowed.
     """
     calls = tool_calls(message)
-    checked = check_calls(calls, tools) if calls else None
-    problems = checked.problems if checked is not None else ()
-    skipped = checked.skipped if checked is not None else ()
-    return Verdict(problems, _choice_problem(calls, choice), skipped)
+    if not calls:
+        written = written_call(message, tools)
+        if written is None:
+            return Verdict((), _choice_problem(calls, choice))
+        # A call to a tool that does not exist, written as text: recovery leaves it as text
+        # (only declared tools count), and the reply is asked for again like a native one.
+        detail = unknown_tool_detail(written, declared(tools))
+        return Verdict((Problem(0, written, UNKNOWN_TOOL, detail),), "")
+    checked = check_calls(calls, tools)
+    return Verdict(checked.problems, _choice_problem(calls, choice), checked.skipped)
+
+
+_CALL_TEXT = re.compile(
+    r"\A\s*(?:```[\w-]*\s*|<tool_call>\s*)?(\{.*\})\s*(?:```|</tool_call>)?\s*\Z", re.DOTALL
+)
+
+
+def written_call(message: object, tools: list[dict[str, Any]]) -> str | None:
+    """The tool a text reply calls when it is nothing but a call to an undeclared tool (a JSON
+    object with `name` and `arguments` or `parameters`, bare, fenced or in `<tool_call>`), as
+    small models write one for a tool named after a file; None otherwise."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str) or len(content) > _WRITTEN_MAX or "{" not in content:
+        return None
+    found = _CALL_TEXT.match(content)
+    if found is None:
+        return None
+    try:
+        value = orjson.loads(found.group(1))
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(value, dict) or not ({"arguments", "parameters"} & value.keys()):
+        return None
+    name = value.get("name")
+    if not isinstance(name, str) or not name or name in declared(tools):
+        return None
+    return name
+
+
+_WRITTEN_MAX = 64 * 1024  # a reply longer than this is not one call
 
 
 def _choice_problem(calls: list[Any], choice: Choice) -> str:
@@ -142,7 +179,9 @@ def heal_messages(
     calls = tool_calls(message)
     if not calls:
         said = {"role": "assistant", "content": _text(message.get("content")) or ""}
-        return [said, {"role": "user", "content": correction(verdict, tools, choice)}]
+        errors = " ".join(p.detail for p in verdict.problems)
+        text = correction(verdict, tools, choice)
+        return [said, {"role": "user", "content": f"{errors}\n\n{text}" if errors else text}]
     ids = [_call_id(call, i) for i, call in enumerate(calls)]
     reply: dict[str, Any] = {
         "role": "assistant",

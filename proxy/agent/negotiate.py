@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.agent.emulation import emulate
 from proxy.agent.structured import ask_in_words
 from proxy.agent.upstream_errors import UpstreamError
 from proxy.state.latches import LADDER, EndpointLatches, ModelLatches, Refusal
@@ -637,6 +638,7 @@ class BuiltBody:
     dropped: tuple[str, ...] = ()
     structured_in_words: bool = False
     notices: list[Notice] = field(default_factory=list)
+    tools_emulated: bool = False  # tools went into the prompt (native_tools latched off)
 
 
 def client_wants_usage(client: dict[str, Any]) -> bool:
@@ -692,6 +694,16 @@ def _build_full(
         body = {k: v for k, v in body.items() if k not in dropped}
         text = _field_notice(name, endpoint.upstream, dropped, learned=False)
         notices.append(Notice(text, field_topic(dropped)))
+    emulated = not model.native_tools and bool(body.get("tools") or body.get("functions"))
+    if emulated:
+        body = emulate(body)
+        notices.append(
+            Notice(
+                f"Model {name} takes no native tools, so latchgate described them in the system "
+                "prompt and recovers the calls from the reply.",
+                "native_tools",
+            )
+        )
     in_words = not model.structured_output and _wants_json(body.get("response_format"))
     if in_words:
         body = ask_in_words(body, sanitise)
@@ -702,7 +714,7 @@ def _build_full(
                 "structured_output",
             )
         )
-    return BuiltBody(body, body is not client, dropped, in_words, notices)
+    return BuiltBody(body, body is not client, dropped, in_words, notices, emulated)
 
 
 def _replace(body: dict[str, Any], key: str, new_key: str, value: Any) -> dict[str, Any]:

@@ -359,6 +359,44 @@ class Metrics:
             (*um, "where"),
             registry=r,
         )
+        self._define_tools(r)
+        self.schemas_relaxed = Counter(
+            "latchgate_schemas_relaxed_total",
+            "Requests sent with relaxed schemas.",
+            ("upstream",),
+            registry=r,
+        )
+        self.tokens_total = FastCounter(
+            "latchgate_tokens_total",
+            "Prompt, completion and cached tokens from upstream usage.",
+            (*um, "kind"),
+        )
+        r.register(self.tokens_total)
+        self.inflight_requests = FastGauge(
+            "latchgate_inflight_requests", "Requests in flight.", ("upstream",)
+        )
+        r.register(self.inflight_requests)
+        self.client_disconnects = Counter(
+            "latchgate_client_disconnects_total",
+            "Clients that went away mid-request (upstream cancelled).",
+            ("upstream",),
+            registry=r,
+        )
+        r.register(
+            _ReadCounter(
+                "latchgate_log_write_failures",
+                "Log lines that could not be written (disk full, a closed pipe); the requests "
+                "that logged them were answered all the same.",
+                _since(write_failures),
+            )
+        )
+
+    # -- the cardinality guard ------------------------------------------------------------
+
+
+    def _define_tools(self, r: CollectorRegistry) -> None:
+        """The tool-call counters: recovery, repair, healing, tool_choice, emulation."""
+        um = ("upstream", "model")
         self.tool_calls_recovered = Counter(
             "latchgate_tool_calls_recovered_total",
             "Tool calls recovered from text, by format.",
@@ -392,38 +430,6 @@ class Metrics:
             um,
             registry=r,
         )
-        self.schemas_relaxed = Counter(
-            "latchgate_schemas_relaxed_total",
-            "Requests sent with relaxed schemas.",
-            ("upstream",),
-            registry=r,
-        )
-        self.tokens_total = FastCounter(
-            "latchgate_tokens_total",
-            "Prompt, completion and cached tokens from upstream usage.",
-            (*um, "kind"),
-        )
-        r.register(self.tokens_total)
-        self.inflight_requests = FastGauge(
-            "latchgate_inflight_requests", "Requests in flight.", ("upstream",)
-        )
-        r.register(self.inflight_requests)
-        self.client_disconnects = Counter(
-            "latchgate_client_disconnects_total",
-            "Clients that went away mid-request (upstream cancelled).",
-            ("upstream",),
-            registry=r,
-        )
-        r.register(
-            _ReadCounter(
-                "latchgate_log_write_failures",
-                "Log lines that could not be written (disk full, a closed pipe); the requests "
-                "that logged them were answered all the same.",
-                _since(write_failures),
-            )
-        )
-
-    # -- the cardinality guard ------------------------------------------------------------
 
     def model_label(self, model: str) -> str:
         """The `model` label: the first `model_cap` distinct names as they are, then "other"."""

@@ -23,6 +23,7 @@ from aiohttp import web
 from proxy.errors import error_body
 from proxy.observe import events as ev
 from proxy.path import client as out
+from proxy.path import reask, stream_relay
 from proxy.path.deadlines import Deadlines
 from proxy.path.job import Decision, Job, Layer
 from proxy.path.raw_relay import RawStreamRelay
@@ -56,6 +57,8 @@ class Pipeline:
                 if not isinstance(outcome, Decision):
                     return outcome
                 if outcome.action == "return":
+                    if job.heal.best is not None and not job.relayed:
+                        return await self._first_answer(request, job, outcome)
                     return await out.give(request, job, outcome)
                 if outcome.wait > 0:
                     await self._backoff(job, outcome.wait)
@@ -76,6 +79,16 @@ class Pipeline:
         # A plain function handing back the relay's coroutine: no frame of its own on every
         # resume of the stream.
         return StreamRelay(self.layer, self.sender, self.deadlines, request, job).run()
+
+    async def _first_answer(
+        self, request: web.Request, job: Job, failed: Decision
+    ) -> web.StreamResponse:
+        """Asking the model again (self-healing) ended in an error: the client gets the answer
+        it would have had without latchgate, not the error of a request it never made."""
+        best = reask.gave_up(job, f"HTTP {failed.status}")
+        if job.stream:
+            return await stream_relay.done(request, job, best, True)
+        return self.whole.respond(job, best)
 
     async def close(self) -> None:
         """At shutdown: stop reading the ends of finished streams."""

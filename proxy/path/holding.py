@@ -56,12 +56,13 @@ class HoldingStream:
         out = self.inner.feed(chunk)
         if self.hold_all or self.holding:
             return self._hold(out)
-        for i, item in enumerate(out):
+        for item in out:
             if _ends(item):
+                # All of it, the text before the call too: text that comes out with the end is
+                # what the processor held back to judge (a call to an undeclared tool, say).
                 self.holding = True
-                self._note(out[:i])
-                self._hold(out[i:])
-                return out[:i]
+                self._hold(out)
+                return []
         self._note(out)
         return out
 

@@ -25,7 +25,6 @@ from proxy.observe.masking import Masker
 if TYPE_CHECKING:
     from proxy.errors import ProxyError
     from proxy.observe.events import RequestEvents
-    from proxy.path.holding import HoldingStream
     from proxy.upstreams.client import Upstream
 
 Action = Literal["resend", "retry", "return"]
@@ -60,6 +59,7 @@ class Negotiation:
     learned: set[str] = field(default_factory=set)  # topics its refusals' notices announced
     counted: set[str] = field(default_factory=set)  # dropped fields counted (once a request)
     in_words: bool = False  # response_format is asked for in the prompt
+    emulated: bool = False  # the tools are described in the prompt (native_tools latched off)
     relaxed: bool = False  # schemas went out relaxed (announced once)
     loading_waited: float = 0.0  # seconds spent polling a loading model
     chars: int | None = None  # the prompt's size estimate, when a window made it matter
@@ -79,7 +79,8 @@ class Healing:
     first: str = ""  # what was wrong with the first answer, for the notice
     forced: bool = False  # a re-ask was for tool_choice (counted as enforcement)
     calls_bad: bool = False  # a re-ask was for the calls themselves (counted as a heal)
-    stream: HoldingStream | None = None  # the current stream attempt's holder
+    stream: HeldReply | None = None  # the current stream attempt's holder (proxy.path.holding)
+    spent: dict[str, int] = field(default_factory=dict)  # tokens of the answers asked again for
 
 
 @dataclass(slots=True)
@@ -136,6 +137,21 @@ class Front(Protocol):
 
     def stream(self, status: int) -> web.StreamResponse:
         """The client's stream, which takes chat events and writes the front's own."""
+        ...
+
+
+class HeldReply(Protocol):
+    """A stream's reply held back until it is judged (`proxy.path.holding.HoldingStream`)."""
+
+    finish_reason: str | None
+
+    def message(self) -> dict[str, Any]:
+        """The reply as a chat message: its text (what is known of it) and its calls."""
+        ...
+
+    @property
+    def may_heal(self) -> bool:
+        """Whether the reply can still be asked for again: none of it reached the client."""
         ...
 
 

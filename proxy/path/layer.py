@@ -201,6 +201,9 @@ class AgentLayer:
             # rebuild that follows does not say it a second time.
             if notice.topic not in learned:
                 job.events.emit(ev.INFO, notice)
+        if built.tools_emulated and not state.emulated:
+            state.emulated = True
+            job.events.emit(ev.TOOLS_EMULATED, "")  # build_body's notice says it
         if built.structured_in_words and not state.in_words:
             state.in_words = True
             job.events.emit(ev.STRUCTURED_IN_WORDS, "")  # build_body's notice says it
@@ -271,15 +274,13 @@ class AgentLayer:
         return Decision.give(error.status, upstream_error_body(error))
 
     def _worth_latching(self, job: Job, refusal: Refusal) -> bool:
-        if refusal.capability == "strict_schemas":
-            # Nothing to relax in what was sent: latching would resend the same body and
-            # leave the endpoint relaxed for nothing. The error is the client's to see.
-            sent = job.sent or job.body
-            mode = self.schema_mode(job.upstream)
-            return apply_to_request(sent, mode=mode, relaxed=True).changed
-        # Tool emulation (BEHAVIOUR 10) is a later issue: until build_body acts on this latch,
-        # latching it would resend the same body and claim tools went into the prompt.
-        return refusal.capability != "native_tools"
+        if refusal.capability != "strict_schemas":
+            return True
+        # Nothing to relax in what was sent: latching would resend the same body and leave the
+        # endpoint relaxed for nothing. The error is the client's to see.
+        sent = job.sent or job.body
+        mode = self.schema_mode(job.upstream)
+        return apply_to_request(sent, mode=mode, relaxed=True).changed
 
     def _latched(self, job: Job, refusal: Refusal) -> Decision:
         state = job.negotiation
@@ -394,8 +395,11 @@ class AgentLayer:
 
     @staticmethod
     def _recover(job: Job) -> bool:
-        """Whether calls written as text are recovered: not when the client forbade calls."""
-        return job.upstream.config.recover_tool_calls and job.body.get("tool_choice") != "none"
+        """Whether calls written as text are recovered: always when the tools went into the
+        prompt (that is how the calls come back), never when the client forbade calls."""
+        if job.body.get("tool_choice") == "none":
+            return False
+        return job.negotiation.emulated or job.upstream.config.recover_tool_calls
 
     def settle(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | Decision:
         return reask.settle(job, body)

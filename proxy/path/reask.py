@@ -26,6 +26,7 @@ from proxy.agent.healing import (
     tool_calls,
 )
 from proxy.observe import events as ev
+from proxy.path import usage
 from proxy.path.chunks import chunk_has_content
 from proxy.path.holding import HoldingStream
 from proxy.path.job import Decision, Job, StreamProcessor
@@ -157,7 +158,14 @@ def _ask_again(
     heal.source = {**base, "messages": [*history, *heal_messages(message, verdict, tools, choice)]}
     heal.source_raw = orjson.dumps(heal.source)
     heal.asked += 1
+    usage.set_aside(job)
     return Decision("resend", reason="heal")
+
+
+def gave_up(job: Job, why: str) -> Any:
+    """Asking again failed outright (`why`: the error): the first answer, and the notice."""
+    _resolved(job, "failed", f"that failed ({why}), so the first answer was returned")
+    return job.heal.best
 
 
 def _resolved(job: Job, outcome: str, what: str) -> None:

@@ -467,15 +467,7 @@ class StreamRelay:
     async def _done(self, batch: list[bytes], carries: bool) -> web.StreamResponse:
         """End a complete stream: the last events, `[DONE]` (after any pending notices) and the
         end of the body, in one write (a short answer is then one send in all)."""
-        job = self.job
-        client = job.response or await out.open_stream(self.request, job)
-        if carries and not job.relayed:
-            job.relayed = True
-            job.first_token_at = time.perf_counter()
-        batch.append(DONE_EVENT)
-        await out.end(client, out.with_notices(job, b"".join(batch)))
-        job.status = 200
-        return client
+        return await done(self.request, self.job, batch, carries)
 
     # -- what the upstream did instead ---------------------------------------------------------
 
@@ -560,6 +552,20 @@ class StreamRelay:
         await out.write(client, out.with_notices(job, frame(compact_error(error))))
         await out.end(client)
         return client
+
+
+async def done(
+    request: web.Request, job: Job, batch: list[bytes], carries: bool
+) -> web.StreamResponse:
+    """End a stream with `batch` (events for the client), `[DONE]` and the end of the body."""
+    client = job.response or await out.open_stream(request, job)
+    if carries and not job.relayed:
+        job.relayed = True
+        job.first_token_at = time.perf_counter()
+    batch.append(DONE_EVENT)
+    await out.end(client, out.with_notices(job, b"".join(batch)))
+    job.status = 200
+    return client
 
 
 async def too_large(request: web.Request, job: Job, err: EventTooLarge) -> web.StreamResponse:

@@ -34,18 +34,34 @@ def _count(value: Any) -> int:
 
 def token_counts(job: Job) -> dict[str, int] | None:
     """Prompt, completion and cached tokens of the last report (cached: OpenAI's details,
-    DeepSeek's cache hits, else llama.cpp's `timings.cache_n`); None without a report."""
+    DeepSeek's cache hits, else llama.cpp's `timings.cache_n`), plus those of the answers the
+    model was asked again for (self-healing); None without a report."""
     usage = job.usage
+    spent = job.heal.spent
     if type(usage) is not dict:
-        return None
+        return dict(spent) if spent else None
     cached = 0
     details = usage.get("prompt_tokens_details")
     if type(details) is dict:
         cached = _count(details.get("cached_tokens"))
     if not cached:
         cached = _count(usage.get("prompt_cache_hit_tokens")) or _count(job.cache_n)
-    return {
+    counts = {
         "prompt": _count(usage.get("prompt_tokens")),
         "completion": _count(usage.get("completion_tokens")),
         "cached": cached,
     }
+    if spent:
+        for kind, n in spent.items():
+            counts[kind] += n
+    return counts
+
+
+def set_aside(job: Job) -> None:
+    """The attempt's answer is replaced by another (self-healing asks again): its tokens are
+    kept for the request's count, and its report cleared for the next attempt's."""
+    counts = token_counts(job)
+    if counts:
+        job.heal.spent = counts  # token_counts included what was set aside before
+    job.usage = None
+    job.cache_n = None

@@ -72,6 +72,17 @@ class WholeRelay:
         return out
 
     @staticmethod
+    def respond(job: Job, body: dict[str, Any]) -> web.Response:
+        """A chat answer in hand (the first of two, when asking again failed), for the client."""
+        job.status = 200
+        if job.front is not None:
+            return WholeRelay._translated(job, 200, body)
+        out = web.Response(status=200, body=orjson.dumps(body))
+        out.headers["Content-Type"] = "application/json"
+        add_headers(out, job)
+        return out
+
+    @staticmethod
     def _translated(job: Job, status: int, body: dict[str, Any]) -> web.Response:
         """The answer in the shape of the API the client spoke."""
         assert job.front is not None

@@ -37,7 +37,7 @@ BUILTIN = {"__rate_interval": "1m", "__interval": "1m", "__range": "1m", "__rang
 # Panels that must not only return series but show the events the traffic caused, by label.
 KEY_PANELS = {
     "latchgate_refusals_total": (
-        "capability", {"legacy_token_limit", "refused_field", "strict_schemas"}),
+        "capability", {"legacy_token_limit", "refused_field", "strict_schemas", "native_tools"}),
     "latchgate_retries_total": ("reason", {"status_5xx", "silent"}),
     "latchgate_tool_calls_recovered_total": ("format", {"hermes"}),
     "latchgate_context_overflow_total": ("where", {"preflight", "upstream"}),

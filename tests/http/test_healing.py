@@ -24,7 +24,7 @@ from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, Stream, completion, text_stream
 from tests.http.test_logs import captured, lines
 from tests.http.test_responses import calls_stream, tool_call
-from tests.http.test_toolcalls import accumulate
+from tests.http.test_toolcalls import accumulate, one_char_stream
 
 __all__ = ["captured"]  # a fixture of test_logs', used here
 MODEL = "fake-model"
@@ -406,3 +406,57 @@ async def test_the_log_line_says_what_was_healed_and_enforced(
     assert [r.get("tool_choice_enforced") for r in requests] == [
         None, "required: enforced", "none: converted"]
     assert [r["attempts"] for r in requests] == [2, 2, 1]
+
+
+BARE = '{"name": "main.py", "arguments": {"path": "src/main.py"}}'
+FENCED = '```json\n{"name": "src/main.py", "parameters": {}}\n```'
+HERMES = '<tool_call>\n{"name": "cat", "arguments": {"file": "src/main.py"}}\n</tool_call>'
+
+
+# A stream relays a fenced block once its first lines show it is no call to a declared tool:
+# that one is healed only whole (streamed, the fence reaches the client as the text it is).
+@pytest.mark.parametrize(("how", "text"), [
+    ("whole", BARE), ("manual", BARE), ("whole", FENCED), ("whole", HERMES), ("manual", HERMES),
+])
+async def test_a_written_call_to_an_undeclared_tool_is_healed(
+    how: str, text: str, fake: FakeUpstream, lg: Running, api: Any
+) -> None:
+    # Recovery keeps calls to undeclared tools as text (only declared tools count); the reply is
+    # nonetheless a call to a tool that does not exist, and is asked for again.
+    first = one_char_stream(text) if how != "whole" else Json(completion(text))
+    fake.push(first, reply(how != "whole", GOOD))
+    got, _ = await ask(api, how)
+    assert got == (None, [("read_file", {"path": "src/main.py"})], "tool_calls")
+    said, correction = fake.bodies()[1]["messages"][1:]
+    assert said == {"role": "assistant", "content": text}
+    assert correction["role"] == "user"
+    assert correction["content"].startswith("There is no tool named")
+
+
+async def test_prose_with_json_in_it_is_not_a_written_call(
+    fake: FakeUpstream, lg: Running, api: Any
+) -> None:
+    text = 'Use it like this: {"name": "main.py", "arguments": {}} and you are done.'
+    fake.push(Json(completion(text)))
+    assert (await ask(api, "whole"))[0] == (text, [], "stop")
+    assert len(fake.bodies()) == 1
+
+
+@pytest.mark.parametrize("how", ["whole", "manual"])
+async def test_when_asking_again_fails_the_first_answer_is_returned(
+    how: str, fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    lg = await start_proxy(
+        {"name": "fake", "base_url": fake.url, "kind": "generic", "retries": 0})
+    api = lg.client()
+    overflow = Json({"error": {"code": 400, "type": "exceed_context_size_error",
+                               "message": "the request exceeds the available context size, "
+                               "try increasing it", "n_prompt_tokens": 5000, "n_ctx": 4096}},
+                    status=400)
+    fake.push(reply(how != "whole", UNKNOWN), overflow)
+    got, notices = await ask(api, how)
+    await api.close()
+    assert got == (None, [("main.py", {"path": "src/main.py"})], "tool_calls")
+    if how == "whole":
+        assert any("that failed (HTTP 400)" in n for n in notices)
+    assert sample(lg, "latchgate_tool_calls_healed_total", outcome="failed") == 1

@@ -298,6 +298,45 @@ async def repaired_arguments(lg: Running, fake: FakeUpstream, model: str) -> Non
     assert orjson.loads(got.function.arguments) == {"city": "Paris"}
 
 
+def _calls_reply(model: str, name: str, arguments: str) -> Json:
+    call = {"id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}}
+    reply = completion("", model=model, finish="tool_calls", tool_calls=[call])
+    reply["choices"][0]["message"]["content"] = None
+    return Json(reply)
+
+
+async def healed_tool_call(lg: Running, fake: FakeUpstream, model: str) -> None:
+    fake.push(_calls_reply(model, "weather", '{"city": "Paris"}'),
+              _calls_reply(model, "get_weather", '{"city": "Paris"}'))
+    async with lg.client() as c:
+        r = await c.chat.completions.create(model=model, messages=MSG, tools=TOOLS)
+    (got,) = r.choices[0].message.tool_calls or []
+    assert got.function.name == "get_weather"  # type: ignore[union-attr]
+
+
+async def tool_choice_none(lg: Running, fake: FakeUpstream, model: str) -> None:
+    fake.push(_calls_reply(model, "get_weather", '{"city": "Paris"}'))
+    async with lg.client() as c:
+        r = await c.chat.completions.create(
+            model=model, messages=MSG, tools=TOOLS, tool_choice="none")
+    assert not r.choices[0].message.tool_calls
+    assert "get_weather" in (r.choices[0].message.content or "")
+
+
+JINJA_REFUSAL = {"error": {"code": 500, "message": "tools param requires --jinja flag",
+                           "type": "server_error"}}
+
+
+async def tools_emulated(lg: Running, fake: FakeUpstream, model: str) -> None:
+    written = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    fake.push(Json(JINJA_REFUSAL, status=500), Json(completion(written, model=model)))
+    async with lg.client() as c:
+        r = await c.chat.completions.create(model=model, messages=MSG, tools=TOOLS)
+    (got,) = r.choices[0].message.tool_calls or []
+    assert got.function.name == "get_weather"  # type: ignore[union-attr]
+    assert "tools" not in fake.bodies()[-1]
+
+
 async def strict_schemas_relaxed(lg: Running, fake: FakeUpstream, model: str) -> None:
     fake.push(Json(LLAMA_SCHEMA_REFUSAL, status=400), Json(completion(model=model)))
     async with lg.client() as c:
@@ -401,6 +440,22 @@ SCENARIOS = [
         ),
     ),
     Scenario(
+        "healed_tool_call",
+        healed_tool_call,
+        lambda m: merged(
+            um("latchgate_tool_calls_healed_total", m, outcome="healed"),
+            attempts(m, "200", "200"), requests(m, 200), tokens(m, 2),
+        ),
+    ),
+    Scenario(
+        "tool_choice_none",
+        tool_choice_none,
+        lambda m: merged(
+            um("latchgate_tool_choice_enforced_total", m, choice="none", outcome="converted"),
+            attempts(m, "200"), requests(m, 200), tokens(m),
+        ),
+    ),
+    Scenario(
         "client_disconnect",
         client_disconnect,
         lambda m: merged(
@@ -416,6 +471,17 @@ SCENARIOS = [
             um("latchgate_refusals_total", m, capability="strict_schemas"),
             u("latchgate_schemas_relaxed_total"),
             attempts(m, "400", "200"), requests(m, 200), tokens(m),
+        ),
+    ),
+    # After it, for the same reason: every later tool request's tools would go into the prompt.
+    Scenario(
+        "tools_emulated",
+        tools_emulated,
+        lambda m: merged(
+            um("latchgate_refusals_total", m, capability="native_tools"),
+            um("latchgate_tools_emulated_total", m),
+            um("latchgate_tool_calls_recovered_total", m, format="hermes"),
+            attempts(m, "500", "200"), requests(m, 200), tokens(m),
         ),
     ),
 ]

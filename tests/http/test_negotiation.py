@@ -18,6 +18,7 @@ import openai
 import orjson
 import pytest
 
+from proxy.agent.emulation import emulate
 from proxy.state.latches import EndpointLatches, ModelLatches, endpoint_id
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, Stream, chunk, completion, text_stream
@@ -36,9 +37,11 @@ def client(lg: Running) -> openai.AsyncOpenAI:
 
 
 async def start(start_proxy: StartProxy, fake: FakeUpstream, **cfg: Any) -> Running:
-    """latchgate in front of the fake; no retries, so a transient status comes straight back."""
+    """latchgate in front of the fake; no retries, so a transient status comes straight back,
+    and no healing: the fake's plain answer to a request with `tool_choice: "required"` would
+    otherwise be asked for again (tests/http/test_healing.py)."""
     table = {"name": "fake", "base_url": fake.url, "kind": "generic", "retries": 0,
-             "loading_timeout": 0, **cfg}
+             "loading_timeout": 0, "heal_retries": 0, **cfg}
     return await start_proxy(table)
 
 
@@ -144,6 +147,8 @@ def rebuilt(case: Case, sent: dict[str, Any]) -> dict[str, Any]:
         return without(sent, "stream_options")
     if cap == "effort_value":
         return {**sent, "reasoning_effort": case.effort_with_tools or case.next_effort}
+    if cap == "native_tools":
+        return emulate(sent)  # its own tests: tests/unit/agent/test_emulation.py
     if cap == "strict_schemas":
         out = dict(sent)
         if "tools" in sent:
@@ -169,6 +174,8 @@ def refusal_notice(case: Case) -> str:
         "refused_field": f"{who} refused {fields}, so latchgate no longer sends {them}.",
         "usage_in_stream": "fake refused stream_options, so latchgate no longer sends it and "
         "streams from this server carry no usage report.",
+        "native_tools": f"{who} refused native tool calling, so tools are now described in the "
+        "prompt.",
         "strict_schemas": "fake could not build a grammar from a JSON schema, so tool and "
         "response schemas are now sent to it relaxed (without pattern and format).",
         "effort_value": (
@@ -194,18 +201,15 @@ def assert_latched(case: Case, lg: Running) -> None:
     assert endpoint.upstream == "fake"
     flags = ("reasoning_effort", "legacy_token_limit", "chosen_temperature", "structured_output")
     assert {f: getattr(model, f) for f in flags} == {f: f != case.capability for f in flags}
-    assert model.native_tools is True
+    assert model.native_tools is (case.capability != "native_tools")
     assert model.refused_fields == set(case.fields)
     assert model.refused_efforts == ({case.refused_effort} if case.refused_effort else set())
     assert model.supported_efforts == (list(case.supported) if case.supported else None)
     assert model.effort_with_tools == case.effort_with_tools
 
 
-# native_tools is classified (tests/unit/agent/test_classify.py) but not acted on until tool
-# emulation (BEHAVIOUR 10, a later issue): latchgate returns those refusals untouched, like the
-# rest.
-LATCHING = [c for c in CASES if c.capability not in (None, "native_tools")]
-RETURNED = [c for c in CASES if c.capability in (None, "native_tools")]
+LATCHING = [c for c in CASES if c.capability is not None]
+RETURNED = [c for c in CASES if c.capability is None]
 
 # Context overflows come back as OpenAI's one overflow shape (BEHAVIOUR 5.4), the upstream's
 # message kept; everything else that must not latch comes back as the upstream said it.

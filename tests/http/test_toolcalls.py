@@ -172,6 +172,15 @@ async def streamed_manual(api: Any, tools: Any) -> Result:
 
 
 @pytest.fixture
+async def lg(fake: FakeUpstream, start_proxy: StartProxy) -> Running:
+    """latchgate in front of the fake with healing off: the corpus's negatives include calls to
+    undeclared tools, which healing would send back to the model (tests/http/test_healing.py);
+    here they must come back as the text recovery leaves them."""
+    return await start_proxy(
+        {"name": "fake", "base_url": fake.url, "kind": "generic", "heal_retries": 0})
+
+
+@pytest.fixture
 async def api(lg: Running) -> AsyncIterator[Any]:
     """One SDK client per test (building one costs ~0.1 s).
 

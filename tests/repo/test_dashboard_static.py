@@ -54,9 +54,10 @@ def exported() -> dict[str, set[str]]:
         ev.REFUSAL: {"capability": "strict_schemas"}, ev.FIELD_DROPPED: {"field": "top_k"},
         ev.RETRY: {"reason": "connect"}, ev.SILENT: {"phase": "idle"},
         ev.OVERFLOW: {"where": "upstream"}, ev.TOOL_RECOVERED: {"format": "hermes"},
-        ev.ARGUMENTS: {"outcome": "truncated"},
+        ev.ARGUMENTS: {"outcome": "truncated"}, ev.TOOL_HEALED: {"outcome": "healed"},
+        ev.TOOL_CHOICE_ENFORCED: {"choice": "required", "outcome": "enforced"},
     }
-    for kind in (*labels, ev.SCHEMAS_RELAXED, ev.CLIENT_DISCONNECT):
+    for kind in (*labels, ev.SCHEMAS_RELAXED, ev.CLIENT_DISCONNECT, ev.TOOLS_EMULATED):
         req.emit(kind, "n", **labels.get(kind, {}))
     m.request_done(upstream="local", model="qwen3", route="chat", stream=True, status=200,
                    duration=1.0, overhead=0.0001)
@@ -157,6 +158,10 @@ TOPICS = {
     "argument repairs by outcome":
         r"by \(outcome\) \(rate\(latchgate_tool_arguments_repaired_total",
     "dropped fields": r"by \(field\) \(rate\(latchgate_fields_dropped_total",
+    "tool calls healed by outcome": r"by \(outcome\) \(rate\(latchgate_tool_calls_healed_total",
+    "tool_choice enforced":
+        r"by \(choice, outcome\) \(rate\(latchgate_tool_choice_enforced_total",
+    "tools emulated": r"rate\(latchgate_tools_emulated_total",
     "tokens per second": r"rate\(latchgate_tokens_total",
 }
 
@@ -173,7 +178,8 @@ def test_topics_cover_the_spec_panel_list() -> None:
     for topic in ("error ratio", "time to first token", "overhead", "refusal rate by capability",
                   "latches held", "retry rate by reason", "watchdog firings",
                   "tool calls recovered by format", "argument repairs by outcome",
-                  "dropped fields", "tokens per second"):
+                  "dropped fields", "tokens per second", "tool calls healed by outcome",
+                  "tool_choice enforced", "tools emulated"):
         assert topic in " ".join(text.split()), topic
 
 
