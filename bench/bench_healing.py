@@ -125,6 +125,9 @@ async def _measure(clients: dict[str, openai.AsyncOpenAI], turns: list[ToolTurn]
                 for mode, client in clients.items():
                     got = await run_turn(client, turn, stream=stream)
                     columns[mode].results.setdefault((turn.name, stream), []).append(got)
+                    print(f"{turn.name} {'streamed' if stream else 'whole'} {mode}: "
+                          f"{'ok' if got.ok else got.problems[0][:60]} {got.seconds:.1f} s",
+                          file=sys.stderr, flush=True)
     return time.monotonic() - t0
 
 
