@@ -14,7 +14,9 @@ Needs `bash scripts/install-llama.sh` first. From the project root:
 
     .venv/bin/python bench/emulation_wording.py [--wordings qwen,plain,qwen-stop,terse] [--rounds 1]
 
-and copy the printed table into bench/RESULTS.md ("Tool emulation wording").
+(`LATCHGATE_MODEL_DIR=...` when the model is not in this tree's .cache/models, e.g. in a git
+worktree) and copy the printed table into bench/RESULTS.md ("Tool emulation wording"). The
+server is stopped on exit; each miss is printed with --verbose.
 """
 
 from __future__ import annotations
