@@ -92,9 +92,10 @@ def health_ok(url: str) -> bool:
         return False  # 503 "Loading model" raises HTTPError, a URLError
 
 
-def server_command(binary: Path, model: Path, port: int, ctx: int = 4096) -> list[str]:
+def server_command(binary: Path, model: Path, port: int, ctx: int = 4096,
+                   extra: tuple[str, ...] = ()) -> list[str]:
     server = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-              "-c", str(ctx), "--parallel", "2", "-t", "2", "--no-ui"]
+              "-c", str(ctx), "--parallel", "2", "-t", "2", "--no-ui", *extra]
     return ["bash", "-c", f"ulimit -v {MEMORY_CAP_KB}; exec {shlex.join(server)}"]
 
 
@@ -135,12 +136,14 @@ def _installed() -> tuple[Path, Path]:
 
 
 @contextmanager
-def running_llama(binary: Path, model: Path, log: Path, ctx: int = 4096) -> Iterator[LlamaServer]:
-    """Start llama-server (`-c ctx --parallel 2`), wait for /health, stop it on exit."""
+def running_llama(binary: Path, model: Path, log: Path, ctx: int = 4096,
+                  extra: tuple[str, ...] = ()) -> Iterator[LlamaServer]:
+    """Start llama-server (`-c ctx --parallel 2`, and `extra`), wait for /health, stop it on
+    exit."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with log.open("wb") as out:
-        proc = subprocess.Popen(server_command(binary, model, port, ctx), stdout=out,
+        proc = subprocess.Popen(server_command(binary, model, port, ctx, extra), stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         wait_healthy(proc, url, log)
@@ -169,4 +172,15 @@ def llama_wide(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer
     binary, model = _installed()
     log = tmp_path_factory.mktemp("llama-wide") / "llama-server.log"
     with running_llama(binary, model, log, ctx=WIDE_CONTEXT) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def llama_nojinja(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """A server started with `--no-jinja` (jinja is this build's default): it refuses `tools`
+    with "tools param requires --jinja flag", so latchgate emulates them. Started only when
+    asked for."""
+    binary, model = _installed()
+    log = tmp_path_factory.mktemp("llama-nojinja") / "llama-server.log"
+    with running_llama(binary, model, log, extra=("--no-jinja",)) as server:
         yield server

@@ -17,6 +17,7 @@ from proxy.agent.healing import (
     judge,
     read_choice,
     summary,
+    written_call,
 )
 
 TOOLS: list[dict[str, Any]] = [
@@ -144,3 +145,29 @@ def test_never_raises_on_odd_input(reply: Any, tools: Any, choice: Any) -> None:
         heal_messages(reply, verdict, tools, read_choice(choice))
         calls_as_text(reply)
     summary(verdict)
+
+
+@pytest.mark.parametrize(("content", "want"), [
+    ('{"name": "main.py", "arguments": {}}', "main.py"),
+    ('  ```json\n{"name": "x", "parameters": {"a": 1}}\n```  ', "x"),
+    ('<tool_call>\n{"name": "cat", "arguments": {}}\n</tool_call>', "cat"),
+    ('{"name": "ls", "arguments": {}}', None),  # declared: recovery's business, not a heal
+    ('{"name": "main.py"}', None),  # no arguments: a JSON answer, not a call
+    ('{"title": "x", "arguments": {}}', None),
+    ('Try {"name": "main.py", "arguments": {}} here', None),  # prose around it
+    ('{"name": "main.py", "arguments": {', None),  # not JSON
+    ('[{"name": "main.py", "arguments": {}}]', None),
+    ("", None),
+    (None, None),
+])
+def test_written_call(content: Any, want: str | None) -> None:
+    assert written_call({"role": "assistant", "content": content}, TOOLS) == want
+
+
+def test_a_written_call_to_an_undeclared_tool_is_a_problem() -> None:
+    reply = message(content='{"name": "main.py", "arguments": {"path": "a"}}')
+    verdict = judge(reply, TOOLS, Choice())
+    assert [(p.kind, p.name) for p in verdict.problems] == [("unknown_tool", "main.py")]
+    said, user = heal_messages(reply, verdict, TOOLS, Choice())
+    assert said["content"] == reply["content"]
+    assert user["content"].startswith("There is no tool named 'main.py'")
