@@ -346,8 +346,14 @@ async def trial(client: openai.AsyncOpenAI, failures: list[Failure],
     async def one(f: Failure, c: Candidate, temperature: float, seed: int) -> None:
         messages, choice = second_request(f, c)
         async with gate:
-            calls, text, _, seconds = await ask(client, messages, f.tools, choice,
-                                                temperature, seed)
+            try:
+                calls, text, _, seconds = await ask(client, messages, f.tools, choice,
+                                                    temperature, seed)
+            except openai.APIStatusError as exc:
+                # llama-server refuses a history whose tool_calls carry arguments that are not
+                # JSON ("Failed to parse tool call arguments as JSON"): that shape cannot work.
+                calls, text, seconds = [], f"HTTP {exc.status_code}: {exc.message}", 0.0
+        calls = calls or [c for c in [text_call(text)] if c]
         ok = bool(calls) and valid(calls, f.tools, f.forced)
         gist = json.dumps(calls) if calls else text[:80]
         cells.setdefault((f.kind, c.label), Cell()).runs.append((temperature, ok, seconds, gist))

@@ -23,9 +23,9 @@ import orjson
 from proxy.toolcalls.validation import UNKNOWN_TOOL, Problem, check_calls, unknown_tool_detail
 
 Mode = Literal["auto", "none", "required", "function"]
-# How many declared tools a correction lists by name; an agent with hundreds would drown a
-# small model's context in names it does not need.
-_LISTED = 40
+# How many declared tools a correction lists with their parameters (the rest by name only): an
+# agent with hundreds would drown a small model's context in tools it does not need.
+_LISTED = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +63,7 @@ class Verdict:
     problems: tuple[Problem, ...] = ()
     choice: str = ""  # the sentence saying how tool_choice was not honoured ("": it was)
     skipped: tuple[str, ...] = ()
+    calls: int = 0  # how many calls the reply made
 
     @property
     def ok(self) -> bool:
@@ -94,9 +95,10 @@ def judge(message: object, tools: list[dict[str, Any]], choice: Choice) -> Verdi
         # A call to a tool that does not exist, written as text: recovery leaves it as text
         # (only declared tools count), and the reply is asked for again like a native one.
         detail = unknown_tool_detail(written, declared(tools))
-        return Verdict((Problem(0, written, UNKNOWN_TOOL, detail),), "")
+        return Verdict((Problem(0, written, UNKNOWN_TOOL, detail),), "", calls=1)
     checked = check_calls(calls, tools)
-    return Verdict(checked.problems, _choice_problem(calls, choice), checked.skipped)
+    problem = _choice_problem(calls, choice)
+    return Verdict(checked.problems, problem, checked.skipped, len(calls))
 
 
 _CALL_TEXT = re.compile(
@@ -167,65 +169,102 @@ def declared(tools: list[dict[str, Any]]) -> list[str]:
 def heal_messages(
     message: dict[str, Any], verdict: Verdict, tools: list[dict[str, Any]], choice: Choice
 ) -> list[dict[str, Any]]:
-    """The messages appended to the conversation to ask the model again: its own reply, then
-    what was wrong with it.
+    """The messages appended to the conversation to ask the model again: its own reply, as
+    text, then a user message saying what was wrong and listing the tools to call.
 
-    A reply with calls goes back as the model wrote it (its calls included), followed by one
-    `tool` message per call: the error for each failing call, and for the others a note that
-    they were not run (a template that renders tool results keeps each next to its call, the
-    way the model saw results in training). A reply without calls goes back as text, followed by
-    a user message restating the choice. Both end with the instruction to answer again.
+    Chosen by measurement on the test model (bench/heal_wording.py, bench/RESULTS.md) against
+    the usual shape of one `tool` result per call carrying its error: a user turn after the
+    reply did as well or better, and works where the other cannot: llama-server refuses a
+    history whose `tool_calls` carry arguments that are not JSON, and templates without tool
+    support refuse `tool` roles. Listing each tool's parameters (required ones with their
+    types, enums spelt out) beat naming the tools, and far beat a bare "Error: ..." line.
     """
-    calls = tool_calls(message)
-    if not calls:
-        said = {"role": "assistant", "content": _text(message.get("content")) or ""}
-        errors = " ".join(p.detail for p in verdict.problems)
-        text = correction(verdict, tools, choice)
-        return [said, {"role": "user", "content": f"{errors}\n\n{text}" if errors else text}]
-    ids = [_call_id(call, i) for i, call in enumerate(calls)]
-    reply: dict[str, Any] = {
-        "role": "assistant",
-        "content": _text(message.get("content")),
-        "tool_calls": [_with_id(call, ids[i]) for i, call in enumerate(calls)],
-    }
-    out: list[dict[str, Any]] = [reply]
-    by_call: dict[int, list[Problem]] = {}
-    for problem in verdict.problems:
-        by_call.setdefault(problem.index, []).append(problem)
-    # A call with nothing wrong of its own was not run either: the reply is asked for again.
-    not_run = (
-        "This call was not run, because another call of the same reply was invalid."
-        if verdict.problems
-        else f"This call was not run: {verdict.choice}."
-    )
-    last = len(calls) - 1
-    for i in range(len(calls)):
-        found = by_call.get(i)
-        text = "Error: " + " ".join(p.detail for p in found) if found else not_run
-        if i == last:
-            text = f"{text}\n\n{correction(verdict, tools, choice)}"
-        out.append({"role": "tool", "tool_call_id": ids[i], "content": text})
-    return out
+    said = {"role": "assistant", "content": reply_text(message)}
+    return [said, {"role": "user", "content": correction(verdict, tools, choice)}]
+
+
+def reply_text(message: dict[str, Any]) -> str:
+    """A reply as the text the model would have written: its content, then each call as a
+    `{"name", "arguments"}` JSON line (arguments that do not parse kept as written)."""
+    lines = [_call_line(call) for call in tool_calls(message)]
+    content = _text(message.get("content")) or ""
+    return "\n".join([content, *lines] if content else lines)
 
 
 def correction(verdict: Verdict, tools: list[dict[str, Any]], choice: Choice) -> str:
-    """The instruction that follows the errors: what to do now, with the tools that exist."""
+    """What was wrong, and what to call now with which parameters (the measured wording)."""
+    parts = [_problem_sentence(p) for p in verdict.problems]
+    wanted = _tools_to_list(verdict, tools, choice)
+    in_text = "" if verdict.calls else " instead of answering in text"
     if choice.mode == "function":
-        return (
-            f"You must call the tool {choice.name} now. Answer with only the tool call to "
-            f"{choice.name}, with arguments that match its parameters."
-        )
-    lead = f"{_first_upper(verdict.choice)}. " if verdict.choice else ""
-    names = declared(tools)
-    listed = ", ".join(names[:_LISTED]) + (", ..." if len(names) > _LISTED else "")
-    return (
-        f"{lead}Call one of the available tools: {listed}. Answer with only the corrected "
-        "tool call, with arguments that match the tool's parameters."
-    )
+        lead = f"You must call the tool {choice.name!r} now{in_text}:"
+    elif verdict.choice and not verdict.problems:
+        lead = "You must call one of these tools now instead of answering in text:"
+    elif all(p.kind != UNKNOWN_TOOL for p in verdict.problems) and len(wanted) == 1:
+        lead = f"Call {wanted[0][0]!r} again with these parameters:"
+    else:
+        lead = "Call one of these tools instead:"
+    listing = "\n".join(line for _, line in wanted[:_LISTED])
+    rest = [name for name, _ in wanted[_LISTED:]]
+    if rest:
+        listing += f"\n- and {len(rest)} more: {', '.join(rest[:200])}"
+    parts.append(f"{lead}\n{listing}\nAnswer with the tool call only.")
+    return "\n\n".join(parts)
 
 
-def _first_upper(text: str) -> str:
-    return text[:1].upper() + text[1:]
+def _problem_sentence(problem: Problem) -> str:
+    if problem.kind == UNKNOWN_TOOL:
+        return f"The tool {problem.name!r} does not exist."
+    return problem.detail
+
+
+def _tools_to_list(
+    verdict: Verdict, tools: list[dict[str, Any]], choice: Choice
+) -> list[tuple[str, str]]:
+    """(name, listing line) of the tools the correction lists: the forced one; else the ones
+    whose calls had bad arguments, when that is all that was wrong; else every declared tool."""
+    lines = [(name, line) for name, line in (_listing(t) for t in tools) if name]
+    if choice.mode == "function":
+        return [item for item in lines if item[0] == choice.name] or lines
+    if verdict.problems and all(p.kind != UNKNOWN_TOOL for p in verdict.problems):
+        named = {p.name for p in verdict.problems}
+        return [item for item in lines if item[0] in named] or lines
+    return lines
+
+
+def _listing(tool: object) -> tuple[str, str]:
+    """One tool as one line: `- name: description Required: a (string). Optional: b (one of
+    x, y).` ("" as the name when it is not a function tool)."""
+    function = tool.get("function") if isinstance(tool, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        return "", ""
+    name = function["name"]
+    description = function.get("description")
+    about = f" {description.strip()[:300]}" if isinstance(description, str) else ""
+    schema = function.get("parameters")
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    props = props if isinstance(props, dict) else {}
+    required = schema.get("required") if isinstance(schema, dict) else None
+    need = [p for p in required if p in props] if isinstance(required, list) else []
+    given = ", ".join(f"{p} ({_kind(props[p])})" for p in need) or "none"
+    line = f"- {name}:{about} Required: {given}."
+    optional = [f"{p} ({_kind(v)})" for p, v in props.items() if p not in need]
+    return name, line + (f" Optional: {', '.join(optional)}." if optional else "")
+
+
+def _kind(schema: object) -> str:
+    """A parameter's type in a few words: `string`, `one of "a", "b"`, `array of string`."""
+    if not isinstance(schema, dict):
+        return "any"
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return "one of " + ", ".join(orjson.dumps(v).decode() for v in enum[:12])
+    kind = schema.get("type")
+    if kind == "array":
+        return f"array of {_kind(schema.get('items'))}"
+    if isinstance(kind, list):
+        return " or ".join(str(k) for k in kind)
+    return str(kind) if isinstance(kind, str) else "any"
 
 
 def _text(content: object) -> str | None:
@@ -235,24 +274,6 @@ def _text(content: object) -> str | None:
         parts = [p.get("text") for p in content if isinstance(p, dict)]
         return "".join(p for p in parts if isinstance(p, str)) or None
     return None
-
-
-def _call_id(call: object, index: int) -> str:
-    found = call.get("id") if isinstance(call, dict) else None
-    return found if isinstance(found, str) and found else f"call_heal_{index}"
-
-
-def _with_id(call: object, call_id: str) -> dict[str, Any]:
-    function = call.get("function") if isinstance(call, dict) else None
-    function = function if isinstance(function, dict) else {}
-    arguments = function.get("arguments")
-    if not isinstance(arguments, str):
-        arguments = orjson.dumps(arguments if arguments is not None else {}).decode()
-    return {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": _name(call), "arguments": arguments},
-    }
 
 
 # -- calls the client forbade ----------------------------------------------------------------

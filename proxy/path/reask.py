@@ -155,7 +155,12 @@ def _ask_again(
     base = heal.source or job.body
     messages = base.get("messages")
     history = messages if isinstance(messages, list) else []
-    heal.source = {**base, "messages": [*history, *heal_messages(message, verdict, tools, choice)]}
+    # tool_choice is restated in the correction's words, not sent again: llama-server accepts a
+    # "required" it cannot force and then runs the turn to max_tokens (bench/RESULTS.md), and
+    # the answer is judged against the client's choice all the same.
+    body = {k: v for k, v in base.items() if k != "tool_choice"}
+    body["messages"] = [*history, *heal_messages(message, verdict, tools, choice)]
+    heal.source = body
     heal.source_raw = orjson.dumps(heal.source)
     heal.asked += 1
     usage.set_aside(job)

@@ -111,12 +111,15 @@ async def test_unknown_tool_is_healed(how: str, fake: FakeUpstream, lg: Running,
     assert first["messages"] == MSG
     # The second ask: the conversation, the model's own reply, and the error per call.
     assert second["messages"][:1] == MSG
-    said, error = second["messages"][1:]
+    # (the reply as the text the model would write, then a user turn saying what was wrong)
+    said, correction = second["messages"][1:]
     assert said["role"] == "assistant"
-    assert said["tool_calls"][0]["function"]["name"] == "main.py"
-    assert error["role"] == "tool" and error["tool_call_id"] == "call_1"
-    assert "main.py" in error["content"]
-    assert "read_file, get_weather" in error["content"]
+    assert json.loads(said["content"]) == {"name": "main.py", "arguments": {"path": "src/main.py"}}
+    assert correction["role"] == "user"
+    assert correction["content"].startswith("The tool 'main.py' does not exist.")
+    assert "- read_file: Read a file of the project. Required: path (string)." in (
+        correction["content"])
+    assert "- get_weather:" in correction["content"]
     assert [t["function"]["name"] for t in second["tools"]] == ["read_file", "get_weather"]
     if how == "whole":
         assert any("asked again" in n and "second answer is valid" in n for n in notices)
@@ -132,9 +135,13 @@ async def test_invalid_arguments_are_healed(
     fake.push(reply(stream, INVALID), reply(stream, fixed))
     got, _ = await ask(api, how)
     assert got == (None, [("get_weather", {"city": "Paris", "unit": "celsius"})], "tool_calls")
-    error = fake.bodies()[1]["messages"][-1]
-    assert error["role"] == "tool"
-    assert "kelvin" in error["content"] and "unit" in error["content"]
+    correction = fake.bodies()[1]["messages"][-1]
+    assert correction["role"] == "user"
+    assert "'unit'" in correction["content"] and '"kelvin"' in correction["content"]
+    # Only the tool whose arguments were wrong is listed, with its enum spelt out.
+    assert "Call 'get_weather' again with these parameters:" in correction["content"]
+    assert 'unit (one of "celsius", "fahrenheit")' in correction["content"]
+    assert "read_file" not in correction["content"]
     assert sample(lg, "latchgate_tool_calls_healed_total", outcome="healed") == 1
 
 
@@ -163,17 +170,17 @@ async def test_the_better_of_two_failures_is_returned(
     assert got == (None, [("get_weather", {"unit": "celsius"})], "tool_calls")
 
 
-async def test_one_bad_call_of_two_is_reported_and_the_other_marked_not_run(
+async def test_one_bad_call_of_two_is_reported_and_both_are_sent_back(
     fake: FakeUpstream, lg: Running, api: Any
 ) -> None:
     fake.push(calls_reply(GOOD, ("call_2", "weather", '{"city": "Oslo"}')),
               calls_reply(GOOD, ("call_3", "get_weather", '{"city": "Oslo"}')))
     got, _ = await ask(api, "whole")
     assert [name for name, _ in got[1]] == ["read_file", "get_weather"]
-    results = fake.bodies()[1]["messages"][-2:]
-    assert [m["tool_call_id"] for m in results] == ["call_1", "call_2"]
-    assert "not run" in results[0]["content"]
-    assert "'weather'" in results[1]["content"]
+    said, correction = fake.bodies()[1]["messages"][-2:]
+    assert [json.loads(line)["name"] for line in said["content"].split("\n")] == [
+        "read_file", "weather"]
+    assert correction["content"].startswith("The tool 'weather' does not exist.")
 
 
 async def test_heal_retries_zero_passes_the_reply_on(
@@ -200,7 +207,7 @@ async def test_heal_retries_two_asks_twice(fake: FakeUpstream, start_proxy: Star
     assert got[1] == [("read_file", {"path": "src/main.py"})]
     third = fake.bodies()[2]["messages"]
     # Each ask carries the earlier ones: the conversation grows by a reply and its errors.
-    assert [m["role"] for m in third] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert [m["role"] for m in third] == ["user", "assistant", "user", "assistant", "user"]
 
 
 async def test_text_after_it_reached_the_client_is_flagged_not_healed(
@@ -256,7 +263,7 @@ async def test_a_recovered_call_to_an_invalid_enum_is_healed(
     got, _ = await ask(api, "whole")
     assert got[1] == [("get_weather", {"city": "Rome", "unit": "celsius"})]
     said = fake.bodies()[1]["messages"][1]
-    assert said["tool_calls"][0]["id"] == "call_recovered_0"
+    assert json.loads(said["content"])["arguments"] == {"city": "Rome", "unit": "K"}
 
 
 async def test_a_schema_that_cannot_be_compiled_is_skipped_with_a_notice(
@@ -290,8 +297,12 @@ async def test_required_tool_choice_answered_in_prose_is_re_asked(
     said, correction = fake.bodies()[1]["messages"][1:]
     assert said == {"role": "assistant", "content": "The file is probably fine."}
     assert correction["role"] == "user"
-    assert "tool call" in correction["content"] and "read_file" in correction["content"]
-    assert fake.bodies()[1]["tool_choice"] == "required"
+    assert correction["content"].startswith(
+        "You must call one of these tools now instead of answering in text:")
+    assert "- read_file:" in correction["content"]
+    # Restated in words, not resent: llama-server runs a "required" turn it cannot force to
+    # max_tokens (bench/RESULTS.md), and the answer is judged again anyway.
+    assert "tool_choice" not in fake.bodies()[1]
     assert sample(lg, "latchgate_tool_choice_enforced_total", choice="required",
                   outcome="enforced") == 1
 
@@ -307,7 +318,9 @@ async def test_named_tool_choice_answered_with_another_call_is_re_asked(
     got, _ = await ask(api, how, tool_choice=named)
     assert got[1] == [("get_weather", {"city": "Paris"})]
     last = fake.bodies()[1]["messages"][-1]
-    assert last["role"] == "tool" and "You must call the tool get_weather" in last["content"]
+    assert last["role"] == "user"
+    assert last["content"].startswith("You must call the tool 'get_weather' now:")
+    assert "- get_weather:" in last["content"] and "- read_file" not in last["content"]
     assert sample(lg, "latchgate_tool_choice_enforced_total", choice="function",
                   outcome="enforced") == 1
 
@@ -430,7 +443,8 @@ async def test_a_written_call_to_an_undeclared_tool_is_healed(
     said, correction = fake.bodies()[1]["messages"][1:]
     assert said == {"role": "assistant", "content": text}
     assert correction["role"] == "user"
-    assert correction["content"].startswith("There is no tool named")
+    assert correction["content"].startswith("The tool ")
+    assert "does not exist." in correction["content"]
 
 
 async def test_prose_with_json_in_it_is_not_a_written_call(

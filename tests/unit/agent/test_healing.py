@@ -76,24 +76,25 @@ def test_problems_are_counted_per_call() -> None:
     assert "undeclared tool 'nope'" in text and "read_file" in text
 
 
-def test_heal_messages_for_calls_keep_each_result_next_to_its_call() -> None:
+def test_heal_messages_send_the_reply_back_as_text_then_what_was_wrong() -> None:
     reply = message(call("nope", '{"x": 1}', "a"), call("ls", "{}", "b"), content="Looking.")
     verdict = judge(reply, TOOLS, Choice())
-    said, first, second = heal_messages(reply, verdict, TOOLS, Choice())
-    assert said["role"] == "assistant" and said["content"] == "Looking."
-    assert [c["id"] for c in said["tool_calls"]] == ["a", "b"]
-    assert first["tool_call_id"] == "a" and first["content"].startswith("Error: ")
-    assert "nope" in first["content"]
-    assert second["tool_call_id"] == "b" and "not run" in second["content"]
-    assert "read_file, ls" in second["content"]  # the correction closes the last result
+    said, user = heal_messages(reply, verdict, TOOLS, Choice())
+    assert said == {"role": "assistant", "content": (
+        'Looking.\n{"name":"nope","arguments":{"x":1}}\n{"name":"ls","arguments":{}}')}
+    assert user["role"] == "user"
+    assert user["content"] == (
+        "The tool 'nope' does not exist.\n\nCall one of these tools instead:\n"
+        "- read_file: Required: path (string).\n- ls: Required: none.\n"
+        "Answer with the tool call only.")
 
 
-def test_heal_messages_mint_ids_and_encode_arguments_that_are_not_strings() -> None:
-    odd = {"type": "function", "function": {"name": "nope", "arguments": {"a": 1}}}
-    reply = message(odd)
-    said, result = heal_messages(reply, judge(reply, TOOLS, Choice()), TOOLS, Choice())
-    assert said["tool_calls"][0]["id"] == "call_heal_0" == result["tool_call_id"]
-    assert json.loads(said["tool_calls"][0]["function"]["arguments"]) == {"a": 1}
+def test_arguments_that_do_not_parse_go_back_as_written() -> None:
+    reply = message(call("read_file", "{'path': oops"))
+    verdict = judge(reply, TOOLS, Choice())
+    said, user = heal_messages(reply, verdict, TOOLS, Choice())
+    assert said["content"] == '{"name":"read_file","arguments":"{\'path\': oops"}'
+    assert "Call 'read_file' again with these parameters:" in user["content"]
 
 
 def test_heal_messages_for_prose_under_a_forced_choice() -> None:
@@ -101,21 +102,34 @@ def test_heal_messages_for_prose_under_a_forced_choice() -> None:
     verdict = judge(reply, TOOLS, Choice("required"))
     said, user = heal_messages(reply, verdict, TOOLS, Choice("required"))
     assert said == {"role": "assistant", "content": "No tools."}
-    assert user["role"] == "user"
-    assert user["content"].startswith("Tool_choice required a tool call")
-    assert "read_file, ls" in user["content"]
+    assert user["content"].startswith(
+        "You must call one of these tools now instead of answering in text:\n- read_file:")
 
 
-def test_the_named_correction_names_the_tool() -> None:
-    text = correction(judge(message(), TOOLS, Choice("function", "ls")), TOOLS,
-                      Choice("function", "ls"))
-    assert text.startswith("You must call the tool ls now.")
+def test_the_named_correction_lists_only_that_tool() -> None:
+    named = Choice("function", "ls")
+    text = correction(judge(message(), TOOLS, named), TOOLS, named)
+    assert text.startswith("You must call the tool 'ls' now instead of answering in text:")
+    assert "read_file" not in text
+    other = judge(message(call("read_file", '{"path": "a"}')), TOOLS, named)
+    assert correction(other, TOOLS, named).startswith("You must call the tool 'ls' now:")
 
 
 def test_the_correction_lists_a_bounded_number_of_tools() -> None:
     many = [{"type": "function", "function": {"name": f"t{i}"}} for i in range(100)]
     text = correction(judge(message(), many, Choice("required")), many, Choice("required"))
-    assert "t39, ..." in text and "t40" not in text
+    assert "- t19: Required: none." in text and "- t20:" not in text
+    assert "- and 80 more: t20, t21," in text
+
+
+def test_parameter_kinds_in_the_listing() -> None:
+    tool = {"type": "function", "function": {"name": "f", "description": "Do it.", "parameters": {
+        "type": "object", "required": ["a", "missing"], "properties": {
+            "a": {"type": "array", "items": {"type": "integer"}},
+            "b": {"enum": [1, "x", None]}, "c": {"type": ["string", "null"]}, "d": True}}}}
+    text = correction(judge(message(), [tool], Choice("required")), [tool], Choice("required"))
+    assert ("- f: Do it. Required: a (array of integer). Optional: b (one of 1, \"x\", null), "
+            "c (string or null), d (any).") in text
 
 
 def test_calls_as_text() -> None:
@@ -170,4 +184,4 @@ def test_a_written_call_to_an_undeclared_tool_is_a_problem() -> None:
     assert [(p.kind, p.name) for p in verdict.problems] == [("unknown_tool", "main.py")]
     said, user = heal_messages(reply, verdict, TOOLS, Choice())
     assert said["content"] == reply["content"]
-    assert user["content"].startswith("There is no tool named 'main.py'")
+    assert user["content"].startswith("The tool 'main.py' does not exist.")
