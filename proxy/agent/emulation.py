@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from proxy.agent.structured import with_instruction
+from proxy.agent.structured import append_text, with_instruction
 
 DROPPED = frozenset({"tools", "tool_choice", "parallel_tool_calls", "functions", "function_call"})
 
@@ -99,7 +99,7 @@ def emulate(body: dict[str, Any], wording: Wording = WORDING) -> dict[str, Any]:
             rewritten = [*rewritten, {"role": "user", "content": note}]
         else:
             message = rewritten[last]
-            updated = {**message, "content": _append(message.get("content"), note)}
+            updated = {**message, "content": append_text(message.get("content"), note)}
             rewritten = [*rewritten[:last], updated, *rewritten[last + 1 :]]
     if tools:
         rewritten = with_instruction(rewritten, instruction(tools, wording))
@@ -218,14 +218,6 @@ def _last_user(messages: list[Any]) -> int | None:
         if isinstance(message, dict) and message.get("role") == "user":
             return index
     return None
-
-
-def _append(content: object, text: str) -> object:
-    if isinstance(content, list):
-        return [*content, {"type": "text", "text": text}]
-    if isinstance(content, str) and content.strip():
-        return f"{content}\n\n{text}"
-    return text
 
 
 # --- history --------------------------------------------------------------------------------

@@ -64,12 +64,14 @@ def with_instruction(messages: list[Any], text: str) -> list[Any]:
     message holding it put first; shared with tool emulation (proxy/agent/emulation.py)."""
     for index, message in enumerate(messages):
         if isinstance(message, dict) and message.get("role") in ("system", "developer"):
-            updated = {**message, "content": _append(message.get("content"), text)}
+            updated = {**message, "content": append_text(message.get("content"), text)}
             return [*messages[:index], updated, *messages[index + 1 :]]
     return [{"role": "system", "content": text}, *messages]
 
 
-def _append(content: object, text: str) -> object:
+def append_text(content: object, text: str) -> object:
+    """A message's content with `text` after it: a new text part of a list of parts, a new
+    paragraph of a string, or the text alone when there was none."""
     if isinstance(content, list):
         return [*content, {"type": "text", "text": text}]
     if isinstance(content, str) and content.strip():

@@ -11,6 +11,7 @@ turned back into text.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -70,9 +71,8 @@ def settle(job: Job, body: dict[str, Any]) -> dict[str, Any] | Decision:
         return _with_message(body, _unforbidden(job, message)) if tool_calls(message) else body
     if job.upstream.config.heal_retries <= 0 or _finish(body) == "length":
         return body
-    verdict = judge(message, tools, choice)
-    settled: dict[str, Any] | Decision = _judged(
-        job, verdict, message, tools, choice, body, may_ask=True
+    settled: dict[str, Any] | Decision = _settled(
+        job, Judged(message, tools, choice, judge(message, tools, choice), body), may_ask=True
     )
     return settled
 
@@ -97,32 +97,36 @@ def settle_stream(
     answer = [*unsent, *_frames(tail)]
     if held.finish_reason == "length":
         return answer, carries  # cut off at the ceiling: flagged as such (BEHAVIOUR 4.2)
-    verdict = judge(message, tools, choice)
-    outcome = _judged(job, verdict, message, tools, choice, answer, may_ask=held.may_heal)
+    judged = Judged(message, tools, choice, judge(message, tools, choice), answer)
+    outcome = _settled(job, judged, may_ask=held.may_heal)
     if isinstance(outcome, Decision):
         return outcome
     return outcome, carries or outcome is not answer
 
 
-def _judged(
-    job: Job,
-    verdict: Verdict,
-    message: dict[str, Any],
-    tools: list[dict[str, Any]],
-    choice: Choice,
-    answer: Any,
-    *,
-    may_ask: bool,
-) -> Any:
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """One finished reply, judged: what it said, against which tools and choice, what is wrong
+    with it, and the answer that goes to the client if it is kept (a whole body, or a stream's
+    unsent events)."""
+
+    message: dict[str, Any]
+    tools: list[dict[str, Any]]
+    choice: Choice
+    verdict: Verdict
+    answer: Any
+
+
+def _settled(job: Job, judged: Judged, *, may_ask: bool) -> Any:
     """The answer to send (this one, or a better earlier one), or the decision to ask again."""
-    heal = job.heal
+    heal, verdict, answer = job.heal, judged.verdict, judged.answer
     _note_skipped(job, verdict)
     if verdict.ok:
         if heal.asked:
             _resolved(job, "healed", "the second answer is valid")
         return answer
     if may_ask and heal.asked < job.upstream.config.heal_retries and not job.relayed:
-        return _ask_again(job, verdict, message, tools, choice, answer)
+        return _ask_again(job, judged)
     if not heal.asked:
         _flagged(job, verdict, may_ask)
         return answer
@@ -138,17 +142,12 @@ def _judged(
     return heal.best if better else answer
 
 
-def _ask_again(
-    job: Job,
-    verdict: Verdict,
-    message: dict[str, Any],
-    tools: list[dict[str, Any]],
-    choice: Choice,
-    answer: Any,
-) -> Decision:
-    heal = job.heal
+def _ask_again(job: Job, judged: Judged) -> Decision:
+    """Keep the answer if it is the best so far, and build the next attempt's body: the
+    conversation, the reply and the correction."""
+    heal, verdict = job.heal, judged.verdict
     if heal.best is None or verdict.score < heal.best_score:
-        heal.best, heal.best_score = answer, verdict.score
+        heal.best, heal.best_score = judged.answer, verdict.score
     heal.first = heal.first or summary(verdict)
     heal.forced = heal.forced or bool(verdict.choice)
     heal.calls_bad = heal.calls_bad or bool(verdict.problems)
@@ -159,7 +158,10 @@ def _ask_again(
     # "required" it cannot force and then runs the turn to max_tokens (bench/RESULTS.md), and
     # the answer is judged against the client's choice all the same.
     body = {k: v for k, v in base.items() if k != "tool_choice"}
-    body["messages"] = [*history, *heal_messages(message, verdict, tools, choice)]
+    body["messages"] = [
+        *history,
+        *heal_messages(judged.message, verdict, judged.tools, judged.choice),
+    ]
     heal.source = body
     heal.source_raw = orjson.dumps(heal.source)
     heal.asked += 1

@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import anthropic
 import orjson
 import pytest
 
 from tests.conftest import Running
 from tests.fakeupstream import FakeUpstream, Json, completion
-from tests.http.test_healing import TOOLS, ask, sample
+from tests.http.test_healing import ask, messages_stream, sample
 from tests.http.test_toolcalls import one_char_stream
 
 MODEL = "fake-model"
@@ -108,14 +107,7 @@ async def test_an_emulated_call_to_an_undeclared_tool_is_healed(
 async def test_messages_front_over_an_emulated_model(fake: FakeUpstream, lg: Running) -> None:
     status, body = REFUSALS["ollama"]
     fake.push(Json(body, status=status), one_char_stream(WRITTEN))
-    sdk = anthropic.AsyncAnthropic(base_url=lg.url, api_key="x", max_retries=0)
-    tool: Any = {"name": "read_file", "description": "Read a file.",
-                 "input_schema": TOOLS[0]["function"]["parameters"]}
-    async with sdk.messages.stream(model=MODEL, max_tokens=100, tools=[tool],
-                                   messages=[{"role": "user", "content": "Show src/main.py"}],
-                                   ) as stream:
-        message = await stream.get_final_message()
-    await sdk.close()
+    message = await messages_stream(lg)
     uses = [b for b in message.content if b.type == "tool_use"]
     assert [(u.name, u.input) for u in uses] == [("read_file", {"path": "src/main.py"})]
     assert "tools" not in fake.bodies()[1]

@@ -360,6 +360,21 @@ async def test_none_tool_choice_leaves_a_written_call_as_text(
     assert got == (written, [], "stop")
 
 
+async def messages_stream(lg: Running) -> Any:
+    """One streamed Messages turn declaring read_file, as the anthropic SDK's helper sends it."""
+    sdk = anthropic.AsyncAnthropic(base_url=lg.url, api_key="x", max_retries=0)
+    tool: Any = {"name": "read_file", "description": "Read a file.",
+                 "input_schema": TOOLS[0]["function"]["parameters"]}
+    try:
+        async with sdk.messages.stream(
+            model=MODEL, max_tokens=100, tools=[tool],
+            messages=[{"role": "user", "content": "Show src/main.py"}],
+        ) as stream:
+            return await stream.get_final_message()
+    finally:
+        await sdk.close()
+
+
 # -- the other fronts ----------------------------------------------------------------------------
 
 
@@ -379,14 +394,7 @@ async def test_messages_front_stream_gets_the_healed_call(
     fake: FakeUpstream, lg: Running
 ) -> None:
     fake.push(calls_stream(UNKNOWN), calls_stream(GOOD))
-    sdk = anthropic.AsyncAnthropic(base_url=lg.url, api_key="x", max_retries=0)
-    tool: Any = {"name": "read_file", "description": "Read a file.",
-                 "input_schema": TOOLS[0]["function"]["parameters"]}
-    async with sdk.messages.stream(model=MODEL, max_tokens=100, tools=[tool],
-                                   messages=[{"role": "user", "content": "Show src/main.py"}],
-                                   ) as stream:
-        message = await stream.get_final_message()
-    await sdk.close()
+    message = await messages_stream(lg)
     uses = [b for b in message.content if b.type == "tool_use"]
     assert [(u.name, u.input) for u in uses] == [("read_file", {"path": "src/main.py"})]
     assert message.stop_reason == "tool_use"
