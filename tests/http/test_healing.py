@@ -378,11 +378,19 @@ async def messages_stream(lg: Running) -> Any:
 # -- the other fronts ----------------------------------------------------------------------------
 
 
-async def test_responses_front_gets_the_healed_call(fake: FakeUpstream, lg: Running) -> None:
-    fake.push(calls_reply(UNKNOWN), calls_reply(GOOD))
+@pytest.mark.parametrize("stream", [False, True])
+async def test_responses_front_gets_the_healed_call(
+    stream: bool, fake: FakeUpstream, lg: Running
+) -> None:
+    fake.push(reply(stream, UNKNOWN), reply(stream, GOOD))
     client = lg.client()
     tools: Any = [{"type": "function", **{k: v for k, v in TOOLS[0]["function"].items()}}]
-    response = await client.responses.create(model=MODEL, input="Show src/main.py", tools=tools)
+    kw: Any = {"model": MODEL, "input": "Show src/main.py", "tools": tools}
+    if stream:
+        async with client.responses.stream(**kw) as events:
+            response = await events.get_final_response()
+    else:
+        response = await client.responses.create(**kw)
     await client.close()
     calls = [item for item in response.output if item.type == "function_call"]
     assert [(c.name, json.loads(c.arguments)) for c in calls] == [
