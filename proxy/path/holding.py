@@ -33,14 +33,26 @@ class HoldingStream:
         "inner",
         "job",
         "limit",
+        "opening",
         "size",
         "texts",
     )  # fmt: skip
 
-    def __init__(self, inner: StreamProcessor, job: Job, *, hold_all: bool, limit: int) -> None:
+    def __init__(
+        self,
+        inner: StreamProcessor,
+        job: Job,
+        *,
+        hold_all: bool,
+        limit: int,
+        opening_json: bool = False,
+    ) -> None:
         self.inner = inner
         self.job = job
         self.hold_all = hold_all  # the client forced a call: hold the text as well
+        # Tools emulated: a reply that opens with `{` is held whole, since it may open with call
+        # lines followed by text (proxy.toolcalls.leading); decided by its first character.
+        self.opening = opening_json
         self.limit = limit  # bytes of text held at most (the upstream's holdback_limit)
         self.holding = False  # a call or a finish reason came: everything from it on is held
         self.gave_up = False  # past the limit, the held text was let go: no re-ask possible
@@ -54,6 +66,8 @@ class HoldingStream:
 
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         out = self.inner.feed(chunk)
+        if self.opening:
+            self._open(out)
         if self.hold_all or self.holding:
             return self._hold(out)
         for item in out:
@@ -67,7 +81,7 @@ class HoldingStream:
         return out
 
     def pass_texts(self, texts: list[str]) -> int:
-        if self.hold_all or self.holding:
+        if self.hold_all or self.holding or self.opening:
             return 0  # through `feed`, to be held
         passed = self.inner.pass_texts(texts)
         if passed and not self.job.relayed:
@@ -102,6 +116,16 @@ class HoldingStream:
     def may_heal(self) -> bool:
         """Whether the reply can still be asked for again: none of it reached the client."""
         return not self.job.relayed and not self.gave_up
+
+    def _open(self, out: list[dict[str, Any]]) -> None:
+        """Until the reply's first character is known: whether it opens with `{` (then all of
+        it is held, like a forced call's text)."""
+        for text in _contents(out):
+            start = text.lstrip()
+            if start:
+                self.opening = False
+                self.hold_all = self.hold_all or start.startswith("{")
+                return
 
     def _note(self, out: list[dict[str, Any]]) -> None:
         if not self.job.relayed:

@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from proxy.agent.healing import declared
 from proxy.agent.negotiate import (
     DEFAULT_DROPPABLE,
     build_body,
@@ -38,7 +39,8 @@ from proxy.path import reask
 from proxy.path.chunks import upstream_error_body
 from proxy.path.job import Decision, Job, StreamProcessor
 from proxy.state.latches import LatchStore, Refusal
-from proxy.toolcalls.recovery import process_response
+from proxy.toolcalls import leading
+from proxy.toolcalls.recovery import process_response, recovered_event
 from proxy.toolcalls.stream import StreamToolProcessor
 from proxy.upstreams.client import Upstream
 
@@ -391,7 +393,13 @@ class AgentLayer:
         new, events = process_response(changed or body, tools, recover=self._recover(job))
         for event in events:
             job.events.add(event)
-        return new if new is not None else changed
+        result = new if new is not None else changed
+        if job.negotiation.emulated and job.body.get("tool_choice") != "none":
+            opened = leading.in_answer(result or body, set(declared(tools or [])))
+            if opened is not None:
+                result, count = opened
+                job.events.add(recovered_event(count, "bare_json"))
+        return result
 
     @staticmethod
     def _recover(job: Job) -> bool:
@@ -415,7 +423,7 @@ class AgentLayer:
             cfg = job.upstream.config
             limit = cfg.holdback_limit
             inner = StreamToolProcessor(tools, recover=self._recover(job), holdback_limit=limit)
-            return reask.holder(job, _Events(inner, job), limit)
+            return reask.holder(job, _Events(inner, job), limit, job.negotiation.emulated)
         if job.negotiation.in_words:
             return JsonInWordsStream()
         return None

@@ -20,6 +20,7 @@ from proxy.agent.healing import (
     Choice,
     Verdict,
     calls_as_text,
+    declared,
     heal_messages,
     judge,
     read_choice,
@@ -32,6 +33,8 @@ from proxy.path.chunks import chunk_has_content
 from proxy.path.holding import HoldingStream
 from proxy.path.job import Decision, Job, StreamProcessor
 from proxy.path.sse import frame
+from proxy.toolcalls import leading
+from proxy.toolcalls.recovery import recovered_event
 
 
 def tools_of(job: Job) -> list[dict[str, Any]] | None:
@@ -44,18 +47,22 @@ def choice_of(job: Job) -> Choice:
     return read_choice(job.body.get("tool_choice"))
 
 
-def holder(job: Job, inner: StreamProcessor, limit: int) -> StreamProcessor:
+def holder(
+    job: Job, inner: StreamProcessor, limit: int, emulated: bool = False
+) -> StreamProcessor:
     """The stream processor for a tools stream: `inner`, its calls held back until the reply is
     judged (`settle_stream`); `inner` itself when nothing will be judged (healing is off and
     calls are allowed, or the request asks for several choices)."""
     retries = job.upstream.config.heal_retries
     choice = choice_of(job)
-    if not _single(job.body) or (retries <= 0 and choice.mode != "none"):
+    if not _single(job.body) or (retries <= 0 and choice.mode != "none" and not emulated):
         return inner
     # Text is held only while the reply can still be asked for again: on the last attempt it
     # flows, and only the calls wait to be judged.
     hold_all = choice.forces and job.heal.asked < retries
-    held = HoldingStream(inner, job, hold_all=hold_all, limit=limit)
+    held = HoldingStream(
+        inner, job, hold_all=hold_all, limit=limit, opening_json=emulated and choice.mode != "none"
+    )
     job.heal.stream = held
     return held
 
@@ -94,6 +101,10 @@ def settle_stream(
         if tool_calls(message):
             tail = _tail_as_text(job, tail, message)
         return [*unsent, *_frames(tail)], carries
+    if job.negotiation.emulated and not tool_calls(message):
+        tail, message = _opening_calls(job, tail, message, tools)
+    if job.upstream.config.heal_retries <= 0:
+        return [*unsent, *_frames(tail)], carries or bool(tool_calls(message))
     answer = [*unsent, *_frames(tail)]
     if held.finish_reason == "length":
         return answer, carries  # cut off at the ceiling: flagged as such (BEHAVIOUR 4.2)
@@ -256,6 +267,39 @@ def _tail_as_text(
             chunk = _rechoice(chunk, choice.get("delta") or {}, "stop")
         out.append(chunk)
     return out
+
+
+def _opening_calls(
+    job: Job, tail: list[dict[str, Any]], message: dict[str, Any], tools: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """An emulated stream's held reply that opens with call lines (proxy.toolcalls.leading):
+    its end rewritten to send them as calls, the text after them as text."""
+    content = message.get("content")
+    found = leading.leading_calls(content, set(declared(tools))) if content else None
+    if found is None:
+        return tail, message
+    job.events.add(recovered_event(len(found.calls), "bare_json"))
+    template = next((c for c in tail if c.get("choices")), None)
+    if template is None:
+        return tail, message
+    out: list[dict[str, Any]] = []
+    if found.rest:
+        out.append(_rechoice(template, {"content": found.rest}, None))
+    for k, call in enumerate(found.calls):
+        out.append(_rechoice(template, {"tool_calls": [{"index": k, **call}]}, None))
+    final = _rechoice(template, {}, "tool_calls")
+    ends = [c for c in tail if _finish_of(c)]
+    if ends and "usage" in ends[-1]:
+        final["usage"] = ends[-1]["usage"]
+    out.append(final)
+    out += [c for c in tail if not c.get("choices")]  # a usage-only chunk keeps its place last
+    return out, {**message, "content": found.rest, "tool_calls": found.calls}
+
+
+def _finish_of(chunk: dict[str, Any]) -> object:
+    choices = chunk.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    return first.get("finish_reason") if isinstance(first, dict) else None
 
 
 def _rechoice(chunk: dict[str, Any], delta: dict[str, Any], finish: str | None) -> dict[str, Any]:

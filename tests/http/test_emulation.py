@@ -111,3 +111,43 @@ async def test_messages_front_over_an_emulated_model(fake: FakeUpstream, lg: Run
     uses = [b for b in message.content if b.type == "tool_use"]
     assert [(u.name, u.input) for u in uses] == [("read_file", {"path": "src/main.py"})]
     assert "tools" not in fake.bodies()[1]
+
+
+FOLLOW_UP = '{"name": "read_file", "arguments": {"path": "src/main.py"}}\n{"content": "print(1)"}'
+
+
+@pytest.mark.parametrize("how", ["whole", "manual"])
+async def test_an_emulated_reply_opening_with_a_call_line_is_a_call(
+    how: str, fake: FakeUpstream, lg: Running
+) -> None:
+    # What small models do on follow-up turns: the call as a bare line, then an invented result.
+    status, body = REFUSALS["llama.cpp"]
+    fake.push(Json(body, status=status), reply(how != "whole", FOLLOW_UP))
+    api = lg.client()
+    got, _ = await ask(api, how, messages=HISTORY)
+    await api.close()
+    assert got == ('{"content": "print(1)"}', [("read_file", {"path": "src/main.py"})],
+                   "tool_calls")
+    assert len(fake.bodies()) == 2
+
+
+@pytest.mark.parametrize("how", ["whole", "manual"])
+async def test_without_emulation_a_call_line_before_text_stays_text(
+    how: str, fake: FakeUpstream, lg: Running
+) -> None:
+    fake.push(reply(how != "whole", FOLLOW_UP))
+    api = lg.client()
+    got, _ = await ask(api, how, messages=HISTORY)
+    await api.close()
+    assert got == (FOLLOW_UP, [], "stop")
+
+
+async def test_an_emulated_stream_that_opens_with_text_flows(
+    fake: FakeUpstream, lg: Running
+) -> None:
+    status, body = REFUSALS["ollama"]
+    fake.push(Json(body, status=status), one_char_stream("It prints 1."))
+    api = lg.client()
+    got, _ = await ask(api, "manual", messages=HISTORY)
+    await api.close()
+    assert got == ("It prints 1.", [], "stop")
