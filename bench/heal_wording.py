@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_healing import heal_option_exists, llama, upstream  # noqa: E402
+from proxy.agent import healing  # noqa: E402
 from proxy.http.server import start  # noqa: E402
 from proxy.observe import logs  # noqa: E402
 from proxy.settings import Settings  # noqa: E402
@@ -230,11 +231,46 @@ CANDIDATES["no_call"] = [
 ]
 
 
+# What latchgate itself sends (proxy.agent.healing), and the same with an example call after it.
+for _kind in CANDIDATES:
+    CANDIDATES[_kind] += [Candidate("user", "latchgate"), Candidate("user", "latchgate+example")]
+
+
+def _example(tools: list[Tool], forced: str | None, calls: list[dict[str, Any]]) -> str:
+    """`For example: {"name": "read_file", "arguments": {"path": "..."}}`, for the tool the
+    correction is about (the forced one, the one called with bad arguments, else the first)."""
+    names = {t["function"]["name"]: t for t in tools}
+    pick = forced or next((c["name"] for c in calls if c["name"] in names), None)
+    tool = names.get(pick or "", tools[0])["function"]
+    params = tool["parameters"]
+    args = {p: "..." for p in params.get("required", [])}
+    return "For example: " + json.dumps({"name": tool["name"], "arguments": args})
+
+
+def latchgate_request(f: Failure, example: bool) -> list[Message]:
+    """The re-ask proxy.agent.healing builds for this failure (what the client would get)."""
+    names = {t["function"]["name"] for t in f.tools}
+    native = bool(f.calls) and all(c["name"] in names for c in f.calls)
+    message: Message = {"role": "assistant", "content": None if native else f.text}
+    if native:
+        message["tool_calls"] = [{"id": f"c{i}", "type": "function", "function": c}
+                                 for i, c in enumerate(f.calls)]
+    choice = healing.read_choice(f.tool_choice)
+    verdict = healing.judge(message, f.tools, choice)
+    said, correction = healing.heal_messages(message, verdict, f.tools, choice)
+    if example:
+        correction = {**correction, "content": correction["content"] + "\n"
+                      + _example(f.tools, f.forced, f.calls)}
+    return [said, correction]
+
+
 def second_request(f: Failure, c: Candidate) -> tuple[list[Message], ToolChoice]:
     """The conversation, the model's reply, and the error message, in the candidate's shape."""
-    wording = WORDINGS[f.kind](c.wording)
     history: list[Message] = [{"role": "system", "content": SYSTEM},
                               {"role": "user", "content": f.prompt}]
+    if c.wording.startswith("latchgate"):
+        return [*history, *latchgate_request(f, c.wording.endswith("example"))], None
+    wording = WORDINGS[f.kind](c.wording)
     if c.shape == "tool" and f.calls:
         ids = [f"call_heal_{i}" for i in range(len(f.calls))]
         history.append({"role": "assistant", "content": None, "tool_calls": [
@@ -448,7 +484,13 @@ def main() -> None:
     parser.add_argument("--dump", type=Path, help="write every second answer here (JSON)")
     parser.add_argument("--quick", action="store_true",
                         help="3 failures of each list, temperature 0 only (a loaded machine)")
+    parser.add_argument("--wordings", help="only these wordings, comma-separated (e.g. "
+                        "params,latchgate,latchgate+example)")
     args = parser.parse_args()
+    if args.wordings:
+        keep = set(args.wordings.split(","))
+        for kind, listed in CANDIDATES.items():
+            CANDIDATES[kind] = [c for c in listed if c.wording in keep]
     print(asyncio.run(run(args.dump, args.quick)))
 
 

@@ -76,7 +76,7 @@ def settle(job: Job, body: dict[str, Any]) -> dict[str, Any] | Decision:
     choice = choice_of(job)
     if choice.mode == "none":
         return _with_message(body, _unforbidden(job, message)) if tool_calls(message) else body
-    if job.upstream.config.heal_retries <= 0 or _finish(body) == "length":
+    if job.upstream.config.heal_retries <= 0 or _cut_off(_finish(body), message):
         return body
     settled: dict[str, Any] | Decision = _settled(
         job, Judged(message, tools, choice, judge(message, tools, choice), body), may_ask=True
@@ -106,8 +106,8 @@ def settle_stream(
     if job.upstream.config.heal_retries <= 0:
         return [*unsent, *_frames(tail)], carries or bool(tool_calls(message))
     answer = [*unsent, *_frames(tail)]
-    if held.finish_reason == "length":
-        return answer, carries  # cut off at the ceiling: flagged as such (BEHAVIOUR 4.2)
+    if _cut_off(held.finish_reason, message):
+        return answer, carries
     judged = Judged(message, tools, choice, judge(message, tools, choice), answer)
     outcome = _settled(job, judged, may_ask=held.may_heal)
     if isinstance(outcome, Decision):
@@ -314,6 +314,14 @@ def _message(body: dict[str, Any]) -> dict[str, Any] | None:
         return None
     message = choices[0].get("message")
     return message if type(message) is dict else None
+
+
+def _cut_off(finish: object, message: dict[str, Any]) -> bool:
+    """Whether the reply's calls were cut off at the reply ceiling: flagged as such (BEHAVIOUR
+    4.2, raise max_tokens), never asked for again, which would be cut off the same way. A reply
+    with no call that ran to the ceiling (llama-server runs a "required" turn it cannot force
+    to max_tokens) is judged as usual."""
+    return finish == "length" and bool(tool_calls(message))
 
 
 def _finish(body: dict[str, Any]) -> object:

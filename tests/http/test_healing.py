@@ -490,3 +490,13 @@ async def test_when_asking_again_fails_the_first_answer_is_returned(
     if how == "whole":
         assert any("that failed (HTTP 400)" in n for n in notices)
     assert sample(lg, "latchgate_tool_calls_healed_total", outcome="failed") == 1
+
+
+async def test_a_forced_choice_run_to_the_ceiling_in_prose_is_re_asked(
+    fake: FakeUpstream, lg: Running, api: Any
+) -> None:
+    # llama-server accepts a "required" it cannot force and runs the turn to max_tokens.
+    fake.push(Json(completion("Hello! Hello! Hello!", finish="length")), calls_reply(GOOD))
+    got, _ = await ask(api, "whole", tool_choice="required", max_tokens=8)
+    assert got == (None, [("read_file", {"path": "src/main.py"})], "tool_calls")
+    assert len(fake.bodies()) == 2
