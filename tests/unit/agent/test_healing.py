@@ -81,19 +81,20 @@ def test_heal_messages_send_the_reply_back_as_text_then_what_was_wrong() -> None
     verdict = judge(reply, TOOLS, Choice())
     said, user = heal_messages(reply, verdict, TOOLS, Choice())
     assert said == {"role": "assistant", "content": (
-        'Looking.\n{"name":"nope","arguments":{"x":1}}\n{"name":"ls","arguments":{}}')}
+        'Looking.\n{"name": "nope", "arguments": {"x":1}}\n{"name": "ls", "arguments": {}}')}
     assert user["role"] == "user"
     assert user["content"] == (
         "The tool 'nope' does not exist.\n\nCall one of these tools instead:\n"
         "- read_file: Required: path (string).\n- ls: Required: none.\n"
-        "Answer with the tool call only.")
+        "Answer with the tool call only.\n"
+        'For example: {"name": "read_file", "arguments": {"path": "..."}}')
 
 
 def test_arguments_that_do_not_parse_go_back_as_written() -> None:
     reply = message(call("read_file", "{'path': oops"))
     verdict = judge(reply, TOOLS, Choice())
     said, user = heal_messages(reply, verdict, TOOLS, Choice())
-    assert said["content"] == '{"name":"read_file","arguments":"{\'path\': oops"}'
+    assert said["content"] == '{"name": "read_file", "arguments": {\'path\': oops}'
     assert "Call 'read_file' again with these parameters:" in user["content"]
 
 
@@ -139,8 +140,8 @@ def test_calls_as_text() -> None:
     lines = out["content"].split("\n")
     assert lines[0] == "Here:"
     assert json.loads(lines[1]) == {"name": "ls", "arguments": {"a": [1]}}
-    assert json.loads(lines[2]) == {"name": "x", "arguments": "{oops"}
-    assert calls_as_text(message(call("ls")))["content"] == '{"name":"ls","arguments":{}}'
+    assert lines[2] == '{"name": "x", "arguments": {oops}'  # as the model wrote it
+    assert calls_as_text(message(call("ls")))["content"] == '{"name": "ls", "arguments": {}}'
 
 
 _JSON = st.recursive(
