@@ -231,23 +231,13 @@ CANDIDATES["no_call"] = [
 ]
 
 
-# What latchgate itself sends (proxy.agent.healing), and the same with an example call after it.
+# What latchgate itself sends (proxy.agent.healing), and the same with the example call's
+# placeholders naming their parameter ("<path>") instead of "...".
 for _kind in CANDIDATES:
-    CANDIDATES[_kind] += [Candidate("user", "latchgate"), Candidate("user", "latchgate+example")]
+    CANDIDATES[_kind] += [Candidate("user", "latchgate"), Candidate("user", "latchgate-named")]
 
 
-def _example(tools: list[Tool], forced: str | None, calls: list[dict[str, Any]]) -> str:
-    """`For example: {"name": "read_file", "arguments": {"path": "..."}}`, for the tool the
-    correction is about (the forced one, the one called with bad arguments, else the first)."""
-    names = {t["function"]["name"]: t for t in tools}
-    pick = forced or next((c["name"] for c in calls if c["name"] in names), None)
-    tool = names.get(pick or "", tools[0])["function"]
-    params = tool["parameters"]
-    args = {p: "..." for p in params.get("required", [])}
-    return "For example: " + json.dumps({"name": tool["name"], "arguments": args})
-
-
-def latchgate_request(f: Failure, example: bool) -> list[Message]:
+def latchgate_request(f: Failure, named: bool) -> list[Message]:
     """The re-ask proxy.agent.healing builds for this failure (what the client would get)."""
     names = {t["function"]["name"] for t in f.tools}
     native = bool(f.calls) and all(c["name"] in names for c in f.calls)
@@ -258,9 +248,11 @@ def latchgate_request(f: Failure, example: bool) -> list[Message]:
     choice = healing.read_choice(f.tool_choice)
     verdict = healing.judge(message, f.tools, choice)
     said, correction = healing.heal_messages(message, verdict, f.tools, choice)
-    if example:
-        correction = {**correction, "content": correction["content"] + "\n"
-                      + _example(f.tools, f.forced, f.calls)}
+    if named:
+        text, _, example = correction["content"].rpartition("\nFor example: ")
+        call = json.loads(example)
+        call["arguments"] = {k: f"<{k}>" for k in call["arguments"]}
+        correction = {**correction, "content": f"{text}\nFor example: {json.dumps(call)}"}
     return [said, correction]
 
 
@@ -269,7 +261,7 @@ def second_request(f: Failure, c: Candidate) -> tuple[list[Message], ToolChoice]
     history: list[Message] = [{"role": "system", "content": SYSTEM},
                               {"role": "user", "content": f.prompt}]
     if c.wording.startswith("latchgate"):
-        return [*history, *latchgate_request(f, c.wording.endswith("example"))], None
+        return [*history, *latchgate_request(f, c.wording.endswith("named"))], None
     wording = WORDINGS[f.kind](c.wording)
     if c.shape == "tool" and f.calls:
         ids = [f"call_heal_{i}" for i in range(len(f.calls))]
@@ -319,6 +311,8 @@ def text_call(text: str) -> dict[str, Any] | None:
 def valid(calls: list[dict[str, Any]], tools: list[Tool], forced: str | None) -> bool:
     if call_problems([{"function": c} for c in calls], tools):
         return False
+    if any(re.search(r'"(\.\.\.|<\w+>)"', str(c.get("arguments"))) for c in calls):
+        return False  # the example's placeholder copied: valid by the schema, and useless
     return forced is None or all(c["name"] == forced for c in calls)
 
 

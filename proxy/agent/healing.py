@@ -82,8 +82,11 @@ def tool_calls(message: object) -> list[Any]:
     return calls if isinstance(calls, list) else []
 
 
-def judge(message: object, tools: list[dict[str, Any]], choice: Choice) -> Verdict:
-    """What is wrong with a reply's `message` under the request's `tools` and `choice`.
+def judge(
+    message: object, tools: list[dict[str, Any]], choice: Choice, *, asked: bool = False
+) -> Verdict:
+    """What is wrong with a reply's `message` under the request's `tools` and `choice`;
+    `asked`: the reply answers a correction, whose example call it may have copied.
 
     A reply that is only text is valid unless the choice forced a call: nothing is ever re-asked
     for answering in words when words were allowed.
@@ -98,8 +101,38 @@ def judge(message: object, tools: list[dict[str, Any]], choice: Choice) -> Verdi
         detail = unknown_tool_detail(written, declared(tools))
         return Verdict((Problem(0, written, UNKNOWN_TOOL, detail),), "", calls=1)
     checked = check_calls(calls, tools)
+    problems = checked.problems
+    if asked:
+        problems = (*problems, *_copied(calls, {p.index for p in problems}))
     problem = _choice_problem(calls, choice)
-    return Verdict(checked.problems, problem, checked.skipped, len(calls))
+    return Verdict(problems, problem, checked.skipped, len(calls))
+
+
+PLACEHOLDER = "..."  # the example call's values (`_example`)
+
+
+def _copied(calls: list[Any], known: set[int]) -> list[Problem]:
+    """Calls whose arguments hold the example's placeholder as a value: the model copied the
+    example instead of filling it in (the test model did, bench/RESULTS.md), so the call is
+    schema-valid and useless."""
+    out: list[Problem] = []
+    for index, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        raw = function.get("arguments") if isinstance(function, dict) else None
+        if index in known or not isinstance(raw, str) or f'"{PLACEHOLDER}"' not in raw:
+            continue
+        try:
+            arguments = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        values = arguments.values() if isinstance(arguments, dict) else ()
+        if PLACEHOLDER in values:
+            detail = (
+                f"The arguments copy the example's placeholder {PLACEHOLDER!r} instead of "
+                "real values."
+            )
+            out.append(Problem(index, _name(call), "invalid", detail))
+    return out
 
 
 _CALL_TEXT = re.compile(
@@ -226,7 +259,7 @@ def _example(name: str, tools: list[dict[str, Any]]) -> str:
             required = schema.get("required") if isinstance(schema, dict) else None
             listed = required if isinstance(required, list) else []
             names = [p for p in listed if isinstance(p, str)]
-            example = {"name": name, "arguments": dict.fromkeys(names, "...")}
+            example = {"name": name, "arguments": dict.fromkeys(names, PLACEHOLDER)}
             return "\nFor example: " + json.dumps(example)
     return ""
 

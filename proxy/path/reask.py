@@ -79,7 +79,8 @@ def settle(job: Job, body: dict[str, Any]) -> dict[str, Any] | Decision:
     if job.upstream.config.heal_retries <= 0 or _cut_off(_finish(body), message):
         return body
     settled: dict[str, Any] | Decision = _settled(
-        job, Judged(message, tools, choice, judge(message, tools, choice), body), may_ask=True
+        job, Judged(message, tools, choice, _judge(job, message, tools, choice), body),
+        may_ask=True,
     )
     return settled
 
@@ -108,11 +109,17 @@ def settle_stream(
     answer = [*unsent, *_frames(tail)]
     if _cut_off(held.finish_reason, message):
         return answer, carries
-    judged = Judged(message, tools, choice, judge(message, tools, choice), answer)
+    judged = Judged(message, tools, choice, _judge(job, message, tools, choice), answer)
     outcome = _settled(job, judged, may_ask=held.may_heal)
     if isinstance(outcome, Decision):
         return outcome
     return outcome, carries or outcome is not answer
+
+
+def _judge(
+    job: Job, message: dict[str, Any], tools: list[dict[str, Any]], choice: Choice
+) -> Verdict:
+    return judge(message, tools, choice, asked=job.heal.asked > 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -500,3 +500,13 @@ async def test_a_forced_choice_run_to_the_ceiling_in_prose_is_re_asked(
     got, _ = await ask(api, "whole", tool_choice="required", max_tokens=8)
     assert got == (None, [("read_file", {"path": "src/main.py"})], "tool_calls")
     assert len(fake.bodies()) == 2
+
+
+async def test_a_second_answer_that_copies_the_example_is_not_taken(
+    fake: FakeUpstream, lg: Running, api: Any
+) -> None:
+    fake.push(Json(completion("It is fine.")),
+              calls_reply(("c2", "read_file", '{"path": "..."}')))
+    got, notices = await ask(api, "whole", tool_choice="required")
+    assert got == ("It is fine.", [], "stop")  # one problem each: the first answer
+    assert any("placeholder" in n for n in notices)

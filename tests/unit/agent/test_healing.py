@@ -186,3 +186,12 @@ def test_a_written_call_to_an_undeclared_tool_is_a_problem() -> None:
     said, user = heal_messages(reply, verdict, TOOLS, Choice())
     assert said["content"] == reply["content"]
     assert user["content"].startswith("The tool 'main.py' does not exist.")
+
+
+def test_a_copied_placeholder_is_a_problem_only_after_a_correction() -> None:
+    reply = message(call("read_file", '{"path": "..."}'))
+    assert judge(reply, TOOLS, Choice()).ok  # unprompted, "..." may be a real value
+    copied = judge(reply, TOOLS, Choice(), asked=True)
+    assert [(p.kind, p.name) for p in copied.problems] == [("invalid", "read_file")]
+    assert "placeholder" in copied.problems[0].detail
+    assert judge(message(call("read_file", '{"path": "a..."}')), TOOLS, Choice(), asked=True).ok
