@@ -60,9 +60,11 @@ def holder(
     # Text is held only while the reply can still be asked for again: on the last attempt it
     # flows, and only the calls wait to be judged.
     hold_all = choice.forces and job.heal.asked < retries
-    held = HoldingStream(
-        inner, job, hold_all=hold_all, limit=limit, opening_json=emulated and choice.mode != "none"
-    )
+    # A reply that opens with `{` may be a call to an undeclared tool written as JSON (which
+    # recovery releases as text once it reads the name) or, emulated, call lines followed by
+    # text: held whole while it can still be asked for again or read so.
+    opening_json = choice.mode != "none" and (emulated or job.heal.asked < retries)
+    held = HoldingStream(inner, job, hold_all=hold_all, limit=limit, opening_json=opening_json)
     job.heal.stream = held
     return held
 

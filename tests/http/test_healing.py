@@ -446,6 +446,7 @@ HERMES = '<tool_call>\n{"name": "cat", "arguments": {"file": "src/main.py"}}\n</
 # that one is healed only whole (streamed, the fence reaches the client as the text it is).
 @pytest.mark.parametrize(("how", "text"), [
     ("whole", BARE), ("manual", BARE), ("whole", FENCED), ("whole", HERMES), ("manual", HERMES),
+    ("manual", BARE + "\n"), ("helper", BARE),
 ])
 async def test_a_written_call_to_an_undeclared_tool_is_healed(
     how: str, text: str, fake: FakeUpstream, lg: Running, api: Any
