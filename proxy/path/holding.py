@@ -70,14 +70,28 @@ class HoldingStream:
             self._open(out)
         if self.hold_all or self.holding:
             return self._hold(out)
+        # One pass, as every event the relay walks comes here: whether the end came (a call or
+        # a finish reason), and the text, while none of it reached the client.
+        noting = not self.job.relayed
+        seen: list[str] = []
         for item in out:
-            if _ends(item):
-                # All of it, the text before the call too: text that comes out with the end is
-                # what the processor held back to judge (a call to an undeclared tool, say).
-                self.holding = True
-                self._hold(out)
-                return []
-        self._note(out)
+            choices = item.get("choices")
+            if type(choices) is not list:
+                continue
+            for choice in choices:
+                if type(choice) is not dict:
+                    continue
+                delta = choice.get("delta")
+                if choice.get("finish_reason") or (type(delta) is dict and delta.get("tool_calls")):
+                    # All of it, the text before the call too: text that comes out with the end
+                    # is what the processor held back to judge (an undeclared tool, say).
+                    self.holding = True
+                    self._hold(out)
+                    return []
+                if noting and type(delta) is dict and type(delta.get("content")) is str:
+                    seen.append(delta["content"])
+        if seen:
+            self.texts += seen
         return out
 
     def pass_texts(self, texts: list[str]) -> int:
@@ -126,10 +140,6 @@ class HoldingStream:
                 self.opening = False
                 self.hold_all = self.hold_all or start.startswith("{")
                 return
-
-    def _note(self, out: list[dict[str, Any]]) -> None:
-        if not self.job.relayed:
-            self._note_text(out)
 
     def _note_text(self, out: list[dict[str, Any]]) -> None:
         for item in out:
@@ -181,21 +191,6 @@ def _finish(item: dict[str, Any]) -> str | None:
         return None
     finish = choices[0].get("finish_reason")
     return finish if isinstance(finish, str) else None
-
-
-def _ends(item: dict[str, Any]) -> bool:
-    """Whether a chunk carries a call or a finish reason: the part of the reply to hold."""
-    choices = item.get("choices")
-    if type(choices) is not list:
-        return False
-    for choice in choices:
-        if type(choice) is dict:
-            if choice.get("finish_reason"):
-                return True
-            delta = choice.get("delta")
-            if type(delta) is dict and delta.get("tool_calls"):
-                return True
-    return False
 
 
 def _contents(out: list[dict[str, Any]]) -> list[str]:

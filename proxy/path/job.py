@@ -144,6 +144,7 @@ class HeldReply(Protocol):
     """A stream's reply held back until it is judged (`proxy.path.holding.HoldingStream`)."""
 
     finish_reason: str | None
+    calls: list[dict[str, Any]]  # the reply's calls, as they would go to the client
 
     def message(self) -> dict[str, Any]:
         """The reply as a chat message: its text (what is known of it) and its calls."""

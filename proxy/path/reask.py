@@ -97,6 +97,11 @@ def settle_stream(
     if held is None:
         return [*unsent, *_frames(tail)], carries
     job.heal.stream = None
+    if not held.calls and job.relayed and not job.heal.asked and not job.negotiation.emulated:
+        # A reply in words that reached the client (the common case): nothing to change, and
+        # nothing to judge unless a call was forced.
+        if not choice_of(job).forces:
+            return [*unsent, *_frames(tail)], carries
     tools = tools_of(job) or []
     choice = choice_of(job)
     message = held.message()
