@@ -17,11 +17,52 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from proxy.path.job import Job, StreamProcessor
+    from proxy.path.job import Job
+    from proxy.toolcalls.stream import StreamToolProcessor
 
 
-class HoldingStream:
-    """A `StreamProcessor` that holds another's calls (and, forced, its text) back."""
+class EventsStream:
+    """The tool-call stream processor, its events landing on the request as they happen."""
+
+    __slots__ = ("_seen", "inner", "job")
+
+    def __init__(self, inner: StreamToolProcessor, job: Job) -> None:
+        self.inner = inner
+        self.job = job
+        self._seen = 0
+
+    def _drain(self) -> None:
+        for event in self.inner.events[self._seen :]:
+            self.job.events.add(event)
+        self._seen = len(self.inner.events)
+
+    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        out = self.inner.feed(chunk)
+        if len(self.inner.events) > self._seen:
+            self._drain()
+        return out
+
+    def pass_texts(self, texts: list[str]) -> int:
+        return self.inner.pass_texts(texts)  # no events: text that passes changes nothing
+
+    def hold_texts(self, texts: list[str]) -> int:
+        return self.inner.hold_texts(texts)  # no events: past the limit, `feed` gives up
+
+    def add_arguments(self, call: int, texts: list[str]) -> int:
+        return self.inner.add_arguments(call, texts)  # events come with the calls, at the end
+
+    def finish(self) -> list[dict[str, Any]]:
+        out = self.inner.finish()
+        self._drain()
+        return out
+
+
+class HoldingStream(EventsStream):
+    """An `EventsStream` that holds the calls (and, forced, the text) back until judged.
+
+    One class, not a wrapper around `EventsStream`: every event the relay walks goes through
+    `feed`, and a second layer of calls there was measurable on the plain tools stream.
+    """
 
     __slots__ = (
         "calls",
@@ -30,8 +71,6 @@ class HoldingStream:
         "held",
         "hold_all",
         "holding",
-        "inner",
-        "job",
         "limit",
         "opening",
         "size",
@@ -40,15 +79,14 @@ class HoldingStream:
 
     def __init__(
         self,
-        inner: StreamProcessor,
+        inner: StreamToolProcessor,
         job: Job,
         *,
         hold_all: bool,
         limit: int,
         opening_json: bool = False,
     ) -> None:
-        self.inner = inner
-        self.job = job
+        super().__init__(inner, job)
         self.hold_all = hold_all  # the client forced a call: hold the text as well
         # Tools emulated: a reply that opens with `{` is held whole, since it may open with call
         # lines followed by text (proxy.toolcalls.leading); decided by its first character.
@@ -66,6 +104,8 @@ class HoldingStream:
 
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         out = self.inner.feed(chunk)
+        if len(self.inner.events) > self._seen:
+            self._drain()
         if self.opening:
             self._open(out)
         if self.hold_all or self.holding:
@@ -102,15 +142,10 @@ class HoldingStream:
             self.texts.extend(texts[:passed])
         return passed
 
-    def hold_texts(self, texts: list[str]) -> int:
-        return self.inner.hold_texts(texts)  # held inside the processor: sent, if ever, by feed
-
-    def add_arguments(self, call: int, texts: list[str]) -> int:
-        return self.inner.add_arguments(call, texts)
-
     def finish(self) -> list[dict[str, Any]]:
         """Everything held, and what the processor still had: the reply's unsent end."""
         tail = self.inner.finish()
+        self._drain()
         self._note_calls(tail)
         self._note_text(tail)
         held, self.held = [*self.held, *tail], []
@@ -125,6 +160,15 @@ class HoldingStream:
         if self.calls:
             message["tool_calls"] = self.calls
         return message
+
+    def may_be_call(self) -> bool:
+        """Whether the text known of the reply could be a call written out (it opens with `{`,
+        a code fence or a tag: see proxy.agent.healing.written_call)."""
+        for text in self.texts:
+            start = text.lstrip()
+            if start:
+                return start[0] in "{`<"
+        return False
 
     @property
     def may_heal(self) -> bool:

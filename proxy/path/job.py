@@ -150,6 +150,10 @@ class HeldReply(Protocol):
         """The reply as a chat message: its text (what is known of it) and its calls."""
         ...
 
+    def may_be_call(self) -> bool:
+        """Whether the text known of the reply could be a call written out."""
+        ...
+
     @property
     def may_heal(self) -> bool:
         """Whether the reply can still be asked for again: none of it reached the client."""

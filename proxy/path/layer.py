@@ -423,44 +423,10 @@ class AgentLayer:
             cfg = job.upstream.config
             limit = cfg.holdback_limit
             inner = StreamToolProcessor(tools, recover=self._recover(job), holdback_limit=limit)
-            return reask.holder(job, _Events(inner, job), limit, job.negotiation.emulated)
+            return reask.holder(job, inner, limit, job.negotiation.emulated)
         if job.negotiation.in_words:
             return JsonInWordsStream()
         return None
-
-
-class _Events:
-    """Wraps a stream processor so the events it records land on the request as they happen."""
-
-    def __init__(self, inner: StreamToolProcessor, job: Job) -> None:
-        self.inner = inner
-        self.job = job
-        self._seen = 0
-
-    def _drain(self) -> None:
-        for event in self.inner.events[self._seen :]:
-            self.job.events.add(event)
-        self._seen = len(self.inner.events)
-
-    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
-        out = self.inner.feed(chunk)
-        if len(self.inner.events) > self._seen:
-            self._drain()
-        return out
-
-    def pass_texts(self, texts: list[str]) -> int:
-        return self.inner.pass_texts(texts)  # no events: text that passes changes nothing
-
-    def hold_texts(self, texts: list[str]) -> int:
-        return self.inner.hold_texts(texts)  # no events: past the limit, `feed` gives up
-
-    def add_arguments(self, call: int, texts: list[str]) -> int:
-        return self.inner.add_arguments(call, texts)  # events come with the calls, at the end
-
-    def finish(self) -> list[dict[str, Any]]:
-        out = self.inner.finish()
-        self._drain()
-        return out
 
 
 def _has_schema_fields(body: dict[str, Any]) -> bool:

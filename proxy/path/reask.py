@@ -30,11 +30,12 @@ from proxy.agent.healing import (
 from proxy.observe import events as ev
 from proxy.path import usage
 from proxy.path.chunks import chunk_has_content
-from proxy.path.holding import HoldingStream
+from proxy.path.holding import EventsStream, HoldingStream
 from proxy.path.job import Decision, Job, StreamProcessor
 from proxy.path.sse import frame
 from proxy.toolcalls import leading
 from proxy.toolcalls.recovery import recovered_event
+from proxy.toolcalls.stream import StreamToolProcessor
 
 
 def tools_of(job: Job) -> list[dict[str, Any]] | None:
@@ -48,15 +49,15 @@ def choice_of(job: Job) -> Choice:
 
 
 def holder(
-    job: Job, inner: StreamProcessor, limit: int, emulated: bool = False
+    job: Job, inner: StreamToolProcessor, limit: int, emulated: bool = False
 ) -> StreamProcessor:
     """The stream processor for a tools stream: `inner`, its calls held back until the reply is
-    judged (`settle_stream`); `inner` itself when nothing will be judged (healing is off and
-    calls are allowed, or the request asks for several choices)."""
+    judged (`settle_stream`), or with its events reported only when nothing will be judged
+    (healing is off and calls are allowed, or the request asks for several choices)."""
     retries = job.upstream.config.heal_retries
     choice = choice_of(job)
     if not _single(job.body) or (retries <= 0 and choice.mode != "none" and not emulated):
-        return inner
+        return EventsStream(inner, job)
     # Text is held only while the reply can still be asked for again: on the last attempt it
     # flows, and only the calls wait to be judged.
     hold_all = choice.forces and job.heal.asked < retries
@@ -97,11 +98,15 @@ def settle_stream(
     if held is None:
         return [*unsent, *_frames(tail)], carries
     job.heal.stream = None
-    if not held.calls and job.relayed and not job.heal.asked and not job.negotiation.emulated:
-        # A reply in words that reached the client (the common case): nothing to change, and
-        # nothing to judge unless a call was forced.
-        if not choice_of(job).forces:
-            return [*unsent, *_frames(tail)], carries
+    if (
+        not held.calls
+        and not job.heal.asked
+        and not job.negotiation.emulated
+        and (job.relayed or not held.may_be_call())
+        and not choice_of(job).forces
+    ):
+        # A reply in words (the common case): nothing to change, and nothing to judge.
+        return [*unsent, *_frames(tail)], carries
     tools = tools_of(job) or []
     choice = choice_of(job)
     message = held.message()

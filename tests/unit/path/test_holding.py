@@ -27,6 +27,7 @@ class Echo:
 
     def __init__(self) -> None:
         self.tail: list[dict[str, Any]] = []
+        self.events: list[Any] = []
 
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         return [chunk]
@@ -45,7 +46,7 @@ class Echo:
 
 
 def holder(*, hold_all: bool = False, limit: int = 1000) -> HoldingStream:
-    return HoldingStream(Echo(), make_job(FakeUpstream(), stream=True),
+    return HoldingStream(Echo(), make_job(FakeUpstream(), stream=True),  # type: ignore[arg-type]
                          hold_all=hold_all, limit=limit)
 
 
