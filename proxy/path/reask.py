@@ -39,9 +39,18 @@ from proxy.toolcalls.stream import StreamToolProcessor
 
 
 def tools_of(job: Job) -> list[dict[str, Any]] | None:
-    """The request's tools, when it declared any."""
+    """The request's tools, when it declared any: as the upstream was sent them, when it was.
+
+    Calls are judged against the schemas the server saw (sanitised: a contradictory bound the
+    client wrote dropped, refs resolved), not the client's own: a `minItems` above `maxItems`
+    that no call can satisfy would otherwise send every call back. With tools emulated the
+    server saw none, and the client's are the ones.
+    """
     tools = job.body.get("tools")
-    return tools if isinstance(tools, list) and tools else None
+    if not isinstance(tools, list) or not tools:
+        return None
+    sent = job.sent.get("tools") if job.sent is not None else None
+    return sent if isinstance(sent, list) and sent else tools
 
 
 def choice_of(job: Job) -> Choice:

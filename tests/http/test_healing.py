@@ -511,3 +511,24 @@ async def test_a_second_answer_that_copies_the_example_is_not_taken(
     got, notices = await ask(api, "whole", tool_choice="required")
     assert got == ("It is fine.", [], "stop")  # one problem each: the first answer
     assert any("placeholder" in n for n in notices)
+
+
+async def test_calls_are_judged_against_the_schema_the_server_was_sent(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    # The client's schema cannot be satisfied (minItems above maxItems); latchgate sent the
+    # server a sanitised one, and a call that fits it is not asked for again.
+    lg = await start_proxy(
+        {"name": "fake", "base_url": fake.url, "kind": "generic", "schema_mode": "sanitise"})
+    tools: Any = [{"type": "function", "function": {"name": "tag", "parameters": {
+        "type": "object", "properties": {"labels": {
+            "type": "array", "items": {"type": "string"}, "minItems": 5, "maxItems": 2}}}}}]
+    fake.push(calls_reply(("c1", "tag", '{"labels": ["bug"]}')))
+    api = lg.client()
+    raw = await api.chat.completions.with_raw_response.create(
+        model=MODEL, messages=MSG, tools=tools)
+    await api.close()
+    assert raw.parse().choices[0].message.tool_calls[0].function.name == "tag"
+    assert len(fake.bodies()) == 1
+    assert "minItems" not in fake.bodies()[0]["tools"][0]["function"]["parameters"][
+        "properties"]["labels"]
