@@ -2,11 +2,14 @@
 
 Self-healing (`proxy.agent.healing`) re-asks the model when a reply's calls are wrong, which is
 only allowed while nothing of the reply has reached the client. The tool-call stream processor
-already sends each call whole, at the end of its choice; `HoldingStream` wraps it and holds, from
-the first chunk carrying a call or a finish reason on, everything it would send, until the relay
-asks the agent layer to settle the reply (`Layer.settle_stream`). Plain text before the calls
+already sends each call whole, at the end of its choice; `HoldingStream` takes what it would
+send and holds, from the first chunk carrying a call or a finish reason on, all of it, until the
+relay asks the agent layer to settle the reply (`Layer.settle_stream`). Both it and
+`EventsStream` (used when nothing will be judged) put the processor's events on the request as
+they happen. Plain text before the calls
 still flows as it comes. When the client forced a call (`tool_choice` required or a function),
-text is held too, up to the hold-back limit: a reply in prose is then the failure to re-ask.
+text is held too, up to the hold-back limit: a reply in prose is then the failure to re-ask;
+and so is a reply that opens with `{`, which may be a call written out.
 
 It also keeps the reply as a chat message (its text while nothing was relayed, and its calls),
 which is what the layer judges and, when it re-asks, sends back to the model.
@@ -88,8 +91,9 @@ class HoldingStream(EventsStream):
     ) -> None:
         super().__init__(inner, job)
         self.hold_all = hold_all  # the client forced a call: hold the text as well
-        # Tools emulated: a reply that opens with `{` is held whole, since it may open with call
-        # lines followed by text (proxy.toolcalls.leading); decided by its first character.
+        # A reply that opens with `{` is held whole: it may be a call to an undeclared tool
+        # written out, or (tools emulated) call lines followed by text. Decided by its first
+        # character, so any other reply flows as before.
         self.opening = opening_json
         self.limit = limit  # bytes of text held at most (the upstream's holdback_limit)
         self.holding = False  # a call or a finish reason came: everything from it on is held
