@@ -53,6 +53,15 @@ def has_content(delta: Any) -> bool:
     return False
 
 
+def finish_reason(chunk: dict[str, Any]) -> str | None:
+    """The finish reason of a chunk's first choice (None: none, or no readable choice)."""
+    choices = chunk.get("choices")
+    if type(choices) is not list or not choices or type(choices[0]) is not dict:
+        return None
+    finish = choices[0].get("finish_reason")
+    return finish if isinstance(finish, str) else None
+
+
 def chunk_has_content(chunk: dict[str, Any]) -> bool:
     choices = chunk.get("choices")
     return isinstance(choices, list) and any(

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from proxy.path.chunks import finish_reason
+
 if TYPE_CHECKING:
     from proxy.path.job import Job
     from proxy.toolcalls.stream import StreamToolProcessor
@@ -168,11 +170,8 @@ class HoldingStream(EventsStream):
     def may_be_call(self) -> bool:
         """Whether the text known of the reply could be a call written out (it opens with `{`,
         a code fence or a tag: see proxy.agent.healing.written_call)."""
-        for text in self.texts:
-            start = text.lstrip()
-            if start:
-                return start[0] in "{`<"
-        return False
+        first = _first_char(self.texts)
+        return bool(first) and first in "{`<"
 
     @property
     def may_heal(self) -> bool:
@@ -182,12 +181,10 @@ class HoldingStream(EventsStream):
     def _open(self, out: list[dict[str, Any]]) -> None:
         """Until the reply's first character is known: whether it opens with `{` (then all of
         it is held, like a forced call's text)."""
-        for text in _contents(out):
-            start = text.lstrip()
-            if start:
-                self.opening = False
-                self.hold_all = self.hold_all or start.startswith("{")
-                return
+        first = _first_char(_contents(out))
+        if first:
+            self.opening = False
+            self.hold_all = self.hold_all or first == "{"
 
     def _note_text(self, out: list[dict[str, Any]]) -> None:
         for item in out:
@@ -198,7 +195,7 @@ class HoldingStream(EventsStream):
 
     def _note_calls(self, out: list[dict[str, Any]]) -> None:
         for item in out:
-            finish = _finish(item)
+            finish = finish_reason(item)
             if finish:
                 self.finish_reason = finish
             delta = _delta(item)
@@ -233,12 +230,13 @@ def _delta(item: dict[str, Any]) -> dict[str, Any] | None:
     return delta if type(delta) is dict else None
 
 
-def _finish(item: dict[str, Any]) -> str | None:
-    choices = item.get("choices")
-    if type(choices) is not list or not choices or type(choices[0]) is not dict:
-        return None
-    finish = choices[0].get("finish_reason")
-    return finish if isinstance(finish, str) else None
+def _first_char(texts: list[str]) -> str:
+    """The first character of the text that is not white space ("": none yet)."""
+    for text in texts:
+        start = text.lstrip()
+        if start:
+            return start[0]
+    return ""
 
 
 def _contents(out: list[dict[str, Any]]) -> list[str]:

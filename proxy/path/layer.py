@@ -17,7 +17,6 @@ from typing import Any
 import aiohttp
 import orjson
 
-from proxy.agent.healing import declared
 from proxy.agent.negotiate import (
     DEFAULT_DROPPABLE,
     build_body,
@@ -42,6 +41,7 @@ from proxy.state.latches import LatchStore, Refusal
 from proxy.toolcalls import leading
 from proxy.toolcalls.recovery import process_response, recovered_event
 from proxy.toolcalls.stream import StreamToolProcessor
+from proxy.toolcalls.validation import declared_names
 from proxy.upstreams.client import Upstream
 
 # Negotiation resends per client request, at most: each latches something new, so this is only a
@@ -395,7 +395,7 @@ class AgentLayer:
             job.events.add(event)
         result = new if new is not None else changed
         if job.negotiation.emulated and job.body.get("tool_choice") != "none":
-            opened = leading.in_answer(result or body, set(declared(tools or [])))
+            opened = leading.in_answer(result or body, set(declared_names(tools or [])))
             if opened is not None:
                 result, count = opened
                 job.events.add(recovered_event(count, "bare_json"))

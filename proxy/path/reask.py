@@ -20,22 +20,23 @@ from proxy.agent.healing import (
     Choice,
     Verdict,
     calls_as_text,
-    declared,
     heal_messages,
     judge,
     read_choice,
+    reply_text,
     summary,
     tool_calls,
 )
 from proxy.observe import events as ev
 from proxy.path import usage
-from proxy.path.chunks import chunk_has_content
+from proxy.path.chunks import chunk_has_content, finish_reason
 from proxy.path.holding import EventsStream, HoldingStream
 from proxy.path.job import Decision, Job, StreamProcessor
 from proxy.path.sse import frame
 from proxy.toolcalls import leading
 from proxy.toolcalls.recovery import recovered_event
 from proxy.toolcalls.stream import StreamToolProcessor
+from proxy.toolcalls.validation import declared_names
 
 
 def tools_of(job: Job) -> list[dict[str, Any]] | None:
@@ -107,17 +108,17 @@ def settle_stream(
     if held is None:
         return [*unsent, *_frames(tail)], carries
     job.heal.stream = None
+    choice = choice_of(job)
     if (
         not held.calls
         and not job.heal.asked
         and not job.negotiation.emulated
         and (job.relayed or not held.may_be_call())
-        and not choice_of(job).forces
+        and not choice.forces
     ):
         # A reply in words (the common case): nothing to change, and nothing to judge.
         return [*unsent, *_frames(tail)], carries
     tools = tools_of(job) or []
-    choice = choice_of(job)
     message = held.message()
     if choice.mode == "none":
         if tool_calls(message):
@@ -263,6 +264,11 @@ def _note_skipped(job: Job, verdict: Verdict) -> None:
 
 def _unforbidden(job: Job, message: dict[str, Any]) -> dict[str, Any]:
     """`tool_choice: "none"` answered with calls: the calls, as text."""
+    _note_unforbidden(job, message)
+    return calls_as_text(message)
+
+
+def _note_unforbidden(job: Job, message: dict[str, Any]) -> None:
     count = len(tool_calls(message))
     job.events.emit(
         ev.TOOL_CHOICE_ENFORCED,
@@ -271,15 +277,14 @@ def _unforbidden(job: Job, message: dict[str, Any]) -> dict[str, Any]:
         choice="none",
         outcome="converted",
     )
-    return calls_as_text(message)
 
 
 def _tail_as_text(
     job: Job, tail: list[dict[str, Any]], message: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """A stream's held end with its call chunks replaced by one text chunk holding them."""
-    text = calls_as_text({"content": None, "tool_calls": tool_calls(message)})["content"]
-    _unforbidden(job, message)
+    text = reply_text({"tool_calls": tool_calls(message)})
+    _note_unforbidden(job, message)
     out: list[dict[str, Any]] = []
     placed = False
     for chunk in tail:
@@ -303,7 +308,7 @@ def _opening_calls(
     """An emulated stream's held reply that opens with call lines (proxy.toolcalls.leading):
     its end rewritten to send them as calls, the text after them as text."""
     content = message.get("content")
-    found = leading.leading_calls(content, set(declared(tools))) if content else None
+    found = leading.leading_calls(content, set(declared_names(tools))) if content else None
     if found is None:
         return tail, message
     job.events.add(recovered_event(len(found.calls), "bare_json"))
@@ -316,18 +321,12 @@ def _opening_calls(
     for k, call in enumerate(found.calls):
         out.append(_rechoice(template, {"tool_calls": [{"index": k, **call}]}, None))
     final = _rechoice(template, {}, "tool_calls")
-    ends = [c for c in tail if _finish_of(c)]
+    ends = [c for c in tail if finish_reason(c)]
     if ends and "usage" in ends[-1]:
         final["usage"] = ends[-1]["usage"]
     out.append(final)
     out += [c for c in tail if not c.get("choices")]  # a usage-only chunk keeps its place last
     return out, {**message, "content": found.rest, "tool_calls": found.calls}
-
-
-def _finish_of(chunk: dict[str, Any]) -> object:
-    choices = chunk.get("choices")
-    first = choices[0] if isinstance(choices, list) and choices else None
-    return first.get("finish_reason") if isinstance(first, dict) else None
 
 
 def _rechoice(chunk: dict[str, Any], delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
