@@ -17,6 +17,9 @@ NOTICE_HEADER = "x-latchgate-notice"  # one per notice, for people reading heade
 NOTICES_HEADER = "x-latchgate-notices"
 DROPPED_HEADER = "x-latchgate-dropped-fields"
 REQUEST_ID_HEADER = "x-latchgate-request-id"
+# Asked for on a request (`prune`, `compact`, `refuse`), and on the answer what context rescue
+# did to the conversation to fit it ("pruned 7 results, 31,200 -> 6,900 tokens").
+CONTEXT_HEADER = "x-latchgate-context"
 
 MAX_HEADER_VALUE = 1000  # characters: a notice is one sentence; an upstream's prose is cut here
 

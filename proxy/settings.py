@@ -22,6 +22,7 @@ KINDS = ("auto", "openai", "llama.cpp", "ollama", "vllm", "lmstudio", "generic")
 LOCAL_KINDS = ("llama.cpp", "ollama", "vllm", "lmstudio")
 SCHEMA_MODES = ("auto", "passthrough", "sanitise")
 RESPONSES_MODES = ("auto", "translate", "passthrough")
+OVERFLOW_MODES = ("refuse", "prune", "compact")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 DEFAULT_PORT = 8787
@@ -65,6 +66,13 @@ class UpstreamConfig:
     droppable_add: list[str] = field(default_factory=list)
     droppable_remove: list[str] = field(default_factory=list)
     exact_token_count: bool = False
+    # A request over the window: refused (context_length_exceeded), or rewritten to fit, by
+    # clearing old tool results ("prune") and then folding the oldest turns into a summary the
+    # model writes ("compact"). See proxy.path.rescue.
+    on_overflow: str = "refuse"
+    prune_keep_last: int = 5  # the latest tool results are never cleared
+    prune_max_chars: int = 256  # nor results shorter than this
+    compact_summary_tokens: int = 1024  # the summary's ceiling (at most an eighth of the window)
     # /v1/responses: translated onto the chat path, or forwarded to the server's own Responses
     # API ("auto": passthrough for OpenAI's API, where encrypted reasoning and hosted tools
     # matter, translate for every other kind).
@@ -183,6 +191,7 @@ _UPSTREAM_KEYS = {
     "idle_timeout", "first_token_timeout", "request_timeout", "connect_timeout",
     "loading_timeout", "schema_mode", "recover_tool_calls", "holdback_limit", "heal_retries",
     "context_length", "droppable_add", "droppable_remove", "exact_token_count", "responses",
+    "on_overflow", "prune_keep_last", "prune_max_chars", "compact_summary_tokens",
 }  # fmt: skip
 
 
@@ -208,7 +217,7 @@ def parse_upstream(raw: object, where: str) -> UpstreamConfig:
             if not isinstance(raw[flag], bool):
                 raise ConfigError(f"{where}.{flag}: expected true or false")
             setattr(up, flag, raw[flag])
-    for key in ("retries", "heal_retries"):
+    for key in ("retries", "heal_retries", "prune_keep_last", "prune_max_chars"):
         if key in raw:
             setattr(up, key, _num(f"{where}.{key}", raw[key], integer=True))
     for key in ("idle_timeout", "request_timeout", "connect_timeout", "loading_timeout"):
@@ -224,6 +233,16 @@ def parse_upstream(raw: object, where: str) -> UpstreamConfig:
         )
     up.schema_mode = _choice(f"{where}.schema_mode", raw.get("schema_mode", "auto"), SCHEMA_MODES)
     up.responses = _choice(f"{where}.responses", raw.get("responses", "auto"), RESPONSES_MODES)
+    up.on_overflow = _choice(
+        f"{where}.on_overflow", raw.get("on_overflow", "refuse"), OVERFLOW_MODES
+    )
+    if "compact_summary_tokens" in raw:
+        up.compact_summary_tokens = _num(
+            f"{where}.compact_summary_tokens",
+            raw["compact_summary_tokens"],
+            minimum=64,
+            integer=True,
+        )
     windows = raw.get("context_length", {})
     if not isinstance(windows, dict):
         raise ConfigError(f"{where}.context_length: expected a table of model = window")

@@ -72,18 +72,49 @@ def is_overflow(error: UpstreamError) -> bool:
     return _mentions_overflow(error.message)
 
 
-def reported_window(error: UpstreamError) -> int | None:
-    """The window an overflow error states outright: llama.cpp's `n_ctx` (per slot), else None.
+# What an overflow message says of the window and of the prompt, where it says it: llama.cpp
+# ("request (13919 tokens) exceeds the available context size (2048 tokens)"), vLLM and OpenAI
+# ("maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the
+# messages, ...)", newer vLLM "your request has 3000 input tokens").
+_WINDOW_SAID = re.compile(
+    r"maximum context length is (\d+) tokens|available context size \((\d+) tokens\)"
+)
+_PROMPT_SAID = re.compile(
+    r"\((\d+) in the messages|request has (\d+) input tokens|request \((\d+) tokens\)"
+)
 
-    The caller can hand it to `WindowDiscovery.learn`, so the next oversized request is refused
-    before it is sent.
-    """
+
+def _field(error: UpstreamError, name: str) -> int | None:
     data = error.body
     inner = data.get("error") if isinstance(data, dict) else None
-    n_ctx = inner.get("n_ctx") if isinstance(inner, dict) else None
-    if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0:
-        return n_ctx
+    value = inner.get(name) if isinstance(inner, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
     return None
+
+
+def _said(pattern: re.Pattern[str], message: str) -> int | None:
+    match = pattern.search(message)
+    if match is None:
+        return None
+    value = int(next(group for group in match.groups() if group is not None))
+    return value if value > 0 else None
+
+
+def reported_window(error: UpstreamError) -> int | None:
+    """The window an overflow error states outright: llama.cpp's `n_ctx` (per slot), else the
+    figure its message gives (vLLM, OpenAI), else None.
+
+    The caller can hand it to `WindowDiscovery.learn`, so the next oversized request is refused
+    (or fitted) before it is sent.
+    """
+    return _field(error, "n_ctx") or _said(_WINDOW_SAID, error.message)
+
+
+def reported_prompt(error: UpstreamError) -> int | None:
+    """The prompt's size in tokens, as the overflow error counted it (llama.cpp's
+    `n_prompt_tokens`, else the figure in the message), else None."""
+    return _field(error, "n_prompt_tokens") or _said(_PROMPT_SAID, error.message)
 
 
 def overflow_message(error: UpstreamError) -> str:

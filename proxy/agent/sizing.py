@@ -98,7 +98,7 @@ def _part_len(part: object) -> int:
         return _json_len(part)
 
 
-def _message_len(message: object) -> int:
+def message_chars(message: object) -> int:
     """Bytes of one message's compact JSON, its image/audio/file parts left out entirely."""
     if not isinstance(message, dict):
         return _part_len(message)
@@ -124,7 +124,7 @@ def estimate_chars(messages: object, tools: object) -> int:
     """
     total = 0
     if isinstance(messages, list):
-        total += sum(_message_len(message) for message in messages) + (
+        total += sum(message_chars(message) for message in messages) + (
             len(messages) + 1 if messages else 2
         )
     elif messages is not None:

@@ -25,6 +25,7 @@ from proxy.settings import (
     DEFAULT_STATE_FILE,
     KINDS,
     LOG_LEVELS,
+    OVERFLOW_MODES,
     ConfigError,
     Settings,
     UpstreamConfig,
@@ -120,11 +121,32 @@ def serve_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help=f"where latches are kept across restarts; default ./{DEFAULT_STATE}",
     )
+    _add_upstream_flags(p)
+    p.add_argument(
+        "--shutdown-grace",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="on SIGTERM, how long requests in flight may take to finish before the remaining "
+        f"streams are ended with an error event; default {DEFAULT_SHUTDOWN_GRACE:g}, 0 ends "
+        "them at once",
+    )
+    p.add_argument("--log-level", choices=LOG_LEVELS, help="default info")
+    return p
+
+
+def _add_upstream_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that tune the one --upstream: retries, context rescue, timeouts."""
     p.add_argument(
         "--retries",
         type=_count,
         metavar="N",
         help="retry budget per request for --upstream; default 2",
+    )
+    p.add_argument(
+        "--on-overflow",
+        choices=OVERFLOW_MODES,
+        help="a request over the model's window: refuse it (default), prune old tool results "
+        "to fit, or compact (prune, then fold the oldest turns into a summary)",
     )
     p.add_argument(
         "--idle-timeout",
@@ -143,19 +165,8 @@ def serve_parser() -> argparse.ArgumentParser:
         "--request-timeout",
         type=_positive_float,
         metavar="SECONDS",
-        help="total time for a whole (non-streamed) request to --upstream; default 600, "
-        "0 disables",
+        help="total time for a whole (non-streamed) request to --upstream; default 600, 0 disables",
     )
-    p.add_argument(
-        "--shutdown-grace",
-        type=_positive_float,
-        metavar="SECONDS",
-        help="on SIGTERM, how long requests in flight may take to finish before the remaining "
-        f"streams are ended with an error event; default {DEFAULT_SHUTDOWN_GRACE:g}, 0 ends "
-        "them at once",
-    )
-    p.add_argument("--log-level", choices=LOG_LEVELS, help="default info")
-    return p
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -190,7 +201,7 @@ def _from_upstream_flag(args: argparse.Namespace) -> Settings:
     raw: dict[str, object] = {"name": args.name, "base_url": args.upstream, "kind": args.kind}
     if args.api_key_env:
         raw["api_key_env"] = args.api_key_env
-    for key in ("retries", "idle_timeout", "first_token_timeout", "request_timeout"):
+    for key in ("retries", "idle_timeout", "first_token_timeout", "request_timeout", "on_overflow"):
         if getattr(args, key) is not None:
             raw[key] = getattr(args, key)
     settings = Settings(upstreams=[parse_upstream(raw, "--upstream")])
@@ -220,6 +231,7 @@ _UPSTREAM_ONLY = (
     ("--idle-timeout", "idle_timeout", None),
     ("--first-token-timeout", "first_token_timeout", None),
     ("--request-timeout", "request_timeout", None),
+    ("--on-overflow", "on_overflow", None),
 )
 
 

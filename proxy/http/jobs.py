@@ -13,11 +13,13 @@ import orjson
 from aiohttp import web
 
 from proxy.errors import ProxyError
+from proxy.headers import CONTEXT_HEADER
 from proxy.http.auth import bearer
 from proxy.http.routing import Router
 from proxy.observe.events import Listener, RequestEvents
 from proxy.observe.masking import Masker
 from proxy.path.job import Job
+from proxy.settings import OVERFLOW_MODES
 from proxy.upstreams.client import Upstream
 
 
@@ -57,9 +59,7 @@ class JobMaker:
             await upstream.detect_kind()
         return upstream
 
-    def chat(
-        self, request: web.Request, rid: str, chat: dict[str, Any], upstream: Upstream
-    ) -> Job:
+    def chat(self, request: web.Request, rid: str, chat: dict[str, Any], upstream: Upstream) -> Job:
         """The chat job for a front's translated request."""
         return self.make(
             request, rid, "chat", "/chat/completions", orjson.dumps(chat), chat, upstream
@@ -87,7 +87,7 @@ class JobMaker:
         masker = self.masker
         if upstream.config.forward_client_auth and key:
             masker = masker.with_secret(key)  # what is sent on its behalf
-        return Job(
+        job = Job(
             upstream=upstream,
             route=route,
             path=path,
@@ -98,3 +98,22 @@ class JobMaker:
             client_auth=client_auth,
             masker=masker,
         )
+        asked = request.headers.get(CONTEXT_HEADER)
+        if asked is not None:
+            job.rescue.mode = _context_mode(asked)
+        return job
+
+
+def _context_mode(asked: str) -> str:
+    """The client's `x-latchgate-context`: how a request over the window is handled."""
+    mode = asked.strip().lower()
+    if mode not in OVERFLOW_MODES:
+        raise ProxyError(
+            400,
+            f"The {CONTEXT_HEADER} header must be one of {', '.join(OVERFLOW_MODES)} (how a "
+            "request over the model's context window is handled); leave it out to use the "
+            "upstream's on_overflow setting.",
+            param=CONTEXT_HEADER,
+            code="invalid_value",
+        )
+    return mode

@@ -31,6 +31,7 @@ STRUCTURED_IN_WORDS = "structured_in_words"  # response_format asked for in the 
 TOOL_HEALED = "tool_healed"  # labels: outcome (healed, failed, flagged)
 TOOL_CHOICE_ENFORCED = "tool_choice_enforced"  # labels: choice, outcome
 TOOLS_EMULATED = "tools_emulated"  # tools described in the prompt (native_tools latched off)
+CONTEXT_RESCUED = "context_rescued"  # labels: action (pruned, compacted), outcome; before, after
 HOLDBACK_RELEASED = "holdback_released"  # held text released past the hold-back limit
 CLIENT_DISCONNECT = "client_disconnect"  # client went away; upstream cancelled
 INFO = "info"  # anything else worth a notice

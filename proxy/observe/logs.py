@@ -234,8 +234,9 @@ def wanted(status: int, req: RequestEvents) -> bool:
 
 
 def _tool_fields(req: RequestEvents, line: dict[str, Any]) -> None:
-    """The tool-call decisions of a request as fields of its line (self-healing, enforced
-    tool_choice, emulated tools), so they can be filtered on without parsing notices."""
+    """The tool-call and context decisions of a request as fields of its line (self-healing,
+    enforced tool_choice, emulated tools, context rescue), so they can be filtered on without
+    parsing notices."""
     for event in req.events:
         if event.kind == ev.TOOL_HEALED:
             line["tool_heal"] = event.labels.get("outcome", "")
@@ -244,6 +245,11 @@ def _tool_fields(req: RequestEvents, line: dict[str, Any]) -> None:
             line["tool_choice_enforced"] = f"{labels.get('choice')}: {labels.get('outcome')}"
         elif event.kind == ev.TOOLS_EMULATED:
             line["tools_emulated"] = True
+        elif event.kind == ev.CONTEXT_RESCUED:
+            labels = event.labels
+            line["context"] = f"{labels.get('action')}: {labels.get('outcome')}"
+            if "before" in labels:
+                line["context_tokens"] = f"{labels['before']} -> {labels['after']}"
 
 
 def request_line(

@@ -280,6 +280,7 @@ class Metrics:
             ev.RETRY: self._on_retry,
             ev.SILENT: self._on_silent,
             ev.OVERFLOW: self._on_overflow,
+            ev.CONTEXT_RESCUED: self._on_context_rescued,
             ev.TOOL_RECOVERED: self._on_tool_recovered,
             ev.ARGUMENTS: self._on_arguments,
             ev.TOOL_HEALED: self._on_tool_healed,
@@ -359,6 +360,7 @@ class Metrics:
             (*um, "where"),
             registry=r,
         )
+        self._define_context(r)
         self._define_tools(r)
         self.schemas_relaxed = Counter(
             "latchgate_schemas_relaxed_total",
@@ -393,6 +395,24 @@ class Metrics:
 
     # -- the cardinality guard ------------------------------------------------------------
 
+    def _define_context(self, r: CollectorRegistry) -> None:
+        """The context-rescue counters: rewrites by action and outcome, tokens taken out."""
+        um = ("upstream", "model")
+        self.context_rescues = Counter(
+            "latchgate_context_rescues_total",
+            "Requests over the window rewritten to fit it by pruning old tool results or "
+            "compacting old turns: a new rewrite (new: the prompt cache is lost once), the same "
+            "rewrite as the conversation's previous turn (repeated), a compaction that fell back "
+            "(failed), or still too long (refused).",
+            (*um, "action", "outcome"),
+            registry=r,
+        )
+        self.context_tokens_removed = Counter(
+            "latchgate_context_tokens_removed_total",
+            "Estimated prompt tokens context rescue took out of requests.",
+            um,
+            registry=r,
+        )
 
     def _define_tools(self, r: CollectorRegistry) -> None:
         """The tool-call counters: recovery, repair, healing, tool_choice, emulation."""
@@ -468,6 +488,14 @@ class Metrics:
     def _on_overflow(self, req: RequestEvents, e: Event) -> None:
         where = e.labels.get("where", OTHER)
         self.context_overflow.labels(*self._um(req), where).inc(e.count)
+
+    def _on_context_rescued(self, req: RequestEvents, e: Event) -> None:
+        labels = e.labels
+        action, outcome = labels.get("action", OTHER), labels.get("outcome", OTHER)
+        self.context_rescues.labels(*self._um(req), action, outcome).inc(e.count)
+        removed = int(labels.get("before", 0)) - int(labels.get("after", 0))
+        if removed > 0:
+            self.context_tokens_removed.labels(*self._um(req)).inc(removed)
 
     def _on_tool_recovered(self, req: RequestEvents, e: Event) -> None:
         fmt = e.labels.get("format", OTHER)

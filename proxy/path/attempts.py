@@ -1,10 +1,12 @@
 """The attempt loop: one client request, attempted until it is answered, then relayed.
 
 `Pipeline.run` is the whole journey of a request after the HTTP layer: the agent layer's
-pre-flight check (sizing), then attempts, each of which either answers the client or returns a
-`Decision`: resend at once (a latch was learned and the body is rebuilt), retry after a backoff
-(transient), or return an error to the client. The same loop serves every route; what an attempt
-is depends on the job (a chat stream, a plain stream, or a whole answer, `_attempt_for`).
+pre-flight check (sizing, and fitting by context rescue), then attempts, each of which either
+answers the client or returns a `Decision`: resend at once (a latch was learned and the body is
+rebuilt), retry after a backoff (transient), check and fit the request again (the upstream said
+it overflows its window), or return an error to the client. The same loop serves every route;
+what an attempt is depends on the job (a chat stream, a plain stream, or a whole answer,
+`_attempt_for`).
 
 The one rule that matters most is kept by the relays and the agent layer together: once any
 content has reached the client (`job.relayed`), nothing is ever resent. A client that leaves
@@ -47,10 +49,9 @@ class Pipeline:
     async def run(self, request: web.Request, job: Job) -> web.StreamResponse:
         """Answer one client request; always returns a response (or a finished stream)."""
         try:
-            problem = await self.layer.preflight(job)
-            if problem is not None:
-                job.status = problem.status
-                return out.json_response(job, problem.status, orjson.dumps(problem.body()))
+            refused = await self._preflight(job)
+            if refused is not None:
+                return refused
             attempt = self._attempt_for(job)
             while True:
                 outcome = await attempt(request, job)
@@ -60,6 +61,8 @@ class Pipeline:
                     if job.heal.best is not None and not job.relayed:
                         return await self._first_answer(request, job, outcome)
                     return await out.give(request, job, outcome)
+                if outcome.action == "refit" and (refused := await self._preflight(job)):
+                    return refused
                 if outcome.wait > 0:
                     await self._backoff(job, outcome.wait)
         except (asyncio.CancelledError, out.ClientGone):
@@ -67,6 +70,15 @@ class Pipeline:
                 return await self._interrupted(request, job)
             self._client_left(job)
             raise asyncio.CancelledError() from None
+
+    async def _preflight(self, job: Job) -> web.Response | None:
+        """The agent layer's check before sending (and again when the upstream said the request
+        overflows): None to send it, else the refusal."""
+        problem = await self.layer.preflight(job)
+        if problem is None:
+            return None
+        job.status = problem.status
+        return out.json_response(job, problem.status, orjson.dumps(problem.body()))
 
     def _attempt_for(self, job: Job) -> Attempt:
         if not job.stream:
@@ -125,9 +137,7 @@ class Pipeline:
         job.upstream_error = "interrupted by shutdown"
         try:
             if job.response is not None and job.response.prepared:
-                return await out.end_with_error(
-                    request, job, 503, message, "proxy_shutting_down"
-                )
+                return await out.end_with_error(request, job, 503, message, "proxy_shutting_down")
         except (out.ClientGone, ConnectionError):
             self._client_left(job)
             raise asyncio.CancelledError() from None

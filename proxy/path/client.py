@@ -14,6 +14,7 @@ from aiohttp import web
 from proxy.agent.upstream_errors import parse_upstream_error
 from proxy.errors import sse_error_event
 from proxy.headers import (
+    CONTEXT_HEADER,
     DROPPED_HEADER,
     NOTICE_HEADER,
     NOTICES_HEADER,
@@ -58,6 +59,8 @@ def add_headers(resp: web.StreamResponse, job: Job) -> None:
             headers[NOTICES_HEADER] = notices_value(notices)
     if job.dropped:
         headers[DROPPED_HEADER] = header_value(", ".join(job.dropped))
+    if job.rescue.told:
+        headers[CONTEXT_HEADER] = header_value(job.rescue.told)
 
 
 def json_response(job: Job, status: int, body: bytes) -> web.Response:

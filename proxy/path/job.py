@@ -27,14 +27,15 @@ if TYPE_CHECKING:
     from proxy.observe.events import RequestEvents
     from proxy.upstreams.client import Upstream
 
-Action = Literal["resend", "retry", "return"]
+Action = Literal["resend", "retry", "return", "refit"]
 
 
 @dataclass(slots=True)
 class Decision:
     """What to do after an attempt that did not answer the client: resend at once (a latch was
-    learned: the body is rebuilt), retry after `wait` seconds, or return this error to the
-    client (`status`, `body`)."""
+    learned: the body is rebuilt), retry after `wait` seconds, fit the request to its window
+    again and resend it (the upstream said it overflows), or return this error to the client
+    (`status`, `body`)."""
 
     action: Action
     wait: float = 0.0
@@ -84,6 +85,16 @@ class Healing:
 
 
 @dataclass(slots=True)
+class Rescue:
+    """What context rescue (`proxy.path.rescue`) knows of one request."""
+
+    mode: str | None = None  # the client's `x-latchgate-context` (else the upstream's setting)
+    told: str = ""  # what was done, for the `x-latchgate-context` response header
+    refits: int = 0  # times the upstream's own overflow sent the request back to be fitted
+    ratio: float | None = None  # chars per token that overflow revealed, for the refit
+
+
+@dataclass(slots=True)
 class Job:
     """One client request on its way through the path."""
 
@@ -115,6 +126,7 @@ class Job:
     notices_sent: int = 0  # notices already in the response's headers or comments
     negotiation: Negotiation = field(default_factory=Negotiation)
     heal: Healing = field(default_factory=Healing)
+    rescue: Rescue = field(default_factory=Rescue)
     status: int = 0
     front: Front | None = None  # the API the client spoke, when it is not chat (proxy.fronts)
 

@@ -11,6 +11,7 @@ latch store, the upstreams and a callback for when a latch changes, not the runn
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,7 +26,7 @@ from proxy.agent.negotiate import (
     field_topic,
     refusal_notice,
 )
-from proxy.agent.overflow import is_overflow, overflow_message, reported_window
+from proxy.agent.overflow import is_overflow, overflow_message, reported_prompt, reported_window
 from proxy.agent.retry import RetryPolicy, Transient, classify_status, next_wait
 from proxy.agent.schemas import apply_to_request, passthrough_problem, sanitise
 from proxy.agent.sizing import Calibration, estimate_chars, overflow_body, preflight, reply_ceiling
@@ -34,10 +35,11 @@ from proxy.agent.upstream_errors import UpstreamError, parse_upstream_error
 from proxy.agent.windows import WindowDiscovery
 from proxy.errors import ProxyError
 from proxy.observe import events as ev
-from proxy.path import reask
+from proxy.path import reask, rescue
 from proxy.path.chunks import upstream_error_body
 from proxy.path.job import Decision, Job, StreamProcessor
 from proxy.state.latches import LatchStore, Refusal
+from proxy.state.rescues import MemoryPlans, PlanStore
 from proxy.toolcalls import leading
 from proxy.toolcalls.recovery import process_response, recovered_event
 from proxy.toolcalls.stream import StreamToolProcessor
@@ -58,11 +60,13 @@ class AgentLayer:
         store: LatchStore,
         upstreams: Mapping[str, Upstream],
         on_latch: Callable[[], None] = lambda: None,
+        plans: PlanStore | None = None,
     ) -> None:
         self.store = store
         self.upstreams = upstreams
         self.on_latch = on_latch  # a latch was learned (the proxy refreshes its gauge)
         self.calibration = Calibration()
+        self.rescuer = rescue.Rescuer(plans or MemoryPlans(), self._summarise)
         self._windows: dict[str, WindowDiscovery] = {}
         self._droppable: dict[str, frozenset[str]] = {}
 
@@ -123,41 +127,107 @@ class AgentLayer:
             problem = passthrough_problem(body)
             if problem is not None:
                 return problem
-        windows = self.windows(up)
+        window = await self._window(job)
+        if window is None:
+            return None
+        # Estimated (and later calibrated) only where a window makes it matter.
+        chars = estimate_chars(body.get("messages"), body.get("tools"))
+        job.negotiation.chars = chars
+        ratio = await self._ratio(job, chars, window)
+        tokens = math.ceil(chars / ratio)
+        ceiling = reply_ceiling(body)
+        # Ollama truncates silently instead of refusing: its window is trusted at any size. So
+        # is one the server has just refused this very request for (a refit).
+        trust = up.kind == "ollama" or job.rescue.refits > 0
+        message = preflight(tokens, ceiling, window, trust_small=trust)
+        mode = job.rescue.mode or up.config.on_overflow
+        if mode != "refuse" and body.get("messages"):
+            budget = rescue.Budget(window, ceiling, ratio, body.get("tools"))
+            needed = message is not None or job.rescue.refits > 0
+            refused = await self._rescue(job, mode, budget, needed=needed)
+            if refused is None:
+                return None
+            message = refused
+        if message is None:
+            return None
+        job.events.emit(ev.OVERFLOW, "", where="preflight")
+        error = overflow_body(message)["error"]
+        return ProxyError(
+            400, error["message"], type=error["type"], param=error["param"], code=error["code"]
+        )
+
+    async def _window(self, job: Job) -> int | None:
+        """The model's window, or None when it is unknown (then nothing is checked)."""
+        windows = self.windows(job.upstream)
         known, window = windows.settled(job.events.model)  # the usual case: no await at all
         if not known:
             try:
                 window = await windows.window(job.events.model)
             except (TimeoutError, aiohttp.ClientError, OSError):
                 window = None  # the probe failed: asked again next time; no check this time
-        if window is None:
-            return None
-        # Estimated (and later calibrated) only where a window makes it matter.
-        chars = estimate_chars(job.body.get("messages"), job.body.get("tools"))
-        job.negotiation.chars = chars
+        return window
+
+    async def _ratio(self, job: Job, chars: int, window: int) -> float:
+        """Characters per token for this request: calibrated for the model, counted exactly by
+        the server when configured and close to the window, or what the server's refusal of
+        this very request revealed (a refit)."""
+        up = job.upstream
         key = (up.endpoint_id, job.events.model)
-        tokens = self.calibration.tokens(key, chars)
+        ratio = self.calibration.ratio(key)
         ceiling = reply_ceiling(job.body)
+        if job.rescue.ratio is not None:
+            ratio = min(ratio, job.rescue.ratio)
+        elif job.rescue.refits:
+            # The server refused it without saying its size: at least one token over, then.
+            ratio = min(ratio, chars / max(window - ceiling + 1, 1))
         if (
             up.config.exact_token_count
             and up.kind == "llama.cpp"
-            and tokens + ceiling >= window // 2
+            and chars / ratio + ceiling >= window // 2
         ):
             # Close enough to the window for the estimate's error to matter: ask the server to
             # count. Far below it the estimate decides, so most requests pay nothing.
-            exact = await up.count_prompt_tokens(job.body.get("messages"), job.body.get("tools"))
+            body = job.body
+            exact = await up.count_prompt_tokens(body.get("messages"), body.get("tools"))
             if exact is not None:
                 self.calibration.observe(key, chars, exact)
-                tokens = exact
-        # Ollama truncates silently instead of refusing: its window is trusted at any size.
-        message = preflight(tokens, ceiling, window, trust_small=up.kind == "ollama")
-        if message is None:
-            return None
-        job.events.emit(ev.OVERFLOW, "", where="preflight")
-        body = overflow_body(message)["error"]
-        return ProxyError(
-            400, body["message"], type=body["type"], param=body["param"], code=body["code"]
+                ratio = chars / exact if exact > 0 else ratio
+        return ratio
+
+    async def _rescue(
+        self, job: Job, mode: str, budget: rescue.Budget, *, needed: bool
+    ) -> str | None:
+        """Fit the request by context rescue: None when it is sent (rewritten or not), else
+        the refusal's message."""
+        cfg = job.upstream.config
+        options = rescue.Options(
+            mode, cfg.prune_keep_last, cfg.prune_max_chars, cfg.compact_summary_tokens
         )
+        fitted = await self.rescuer.fit(job, options, budget, needed=needed)
+        if fitted is None:
+            return None
+        rescue.report(job, fitted, budget.window)
+        if fitted.messages is None:
+            return rescue.refusal(fitted, budget)
+        old = job.body
+        job.body = {**old, "messages": fitted.messages}
+        job.raw = _encode(job.raw, old, job.body)
+        job.negotiation.chars = estimate_chars(fitted.messages, old.get("tools"))
+        return None
+
+    async def _summarise(self, job: Job, body: dict[str, Any]) -> object:
+        """One summary request to the job's own model, under its latches; its answer's JSON,
+        or None when there is no answer to read."""
+        up = job.upstream
+        endpoint, latches = self.store.view(up.endpoint_id, job.events.model)
+        built = build_body(body, endpoint, latches, droppable=self.droppable(up))
+        try:
+            status, answer = await up.complete(
+                built.body, client_auth=job.client_auth, timeout=up.config.request_timeout
+            )
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return None
+        return answer if status == 200 else None
 
     async def count_tokens(
         self, up: Upstream, model: str, messages: list[dict[str, Any]], tools: Any
@@ -254,6 +324,8 @@ class AgentLayer:
             reported = reported_window(error)  # llama.cpp says its n_ctx: refuse early next time
             if reported:
                 self.windows(up).learn(model, reported)
+            if self._may_refit(job, reported is not None):
+                return self._refit(job, error)
             return Decision.give(400, overflow_body(overflow_message(error)))
         if job.negotiation.resends >= MAX_RESENDS:
             return None
@@ -274,6 +346,32 @@ class AgentLayer:
             # Another request learned this refusal while ours was in flight: send again, once.
             return self._resend_after_race(job)
         return Decision.give(error.status, upstream_error_body(error))
+
+    def _may_refit(self, job: Job, window_said: bool) -> bool:
+        """Whether an overflow the upstream reported can be answered by fitting the request
+        (context rescue is on, its window is now known, and it was not fitted for this yet)."""
+        if (job.rescue.mode or job.upstream.config.on_overflow) == "refuse":
+            return False
+        if job.rescue.refits or job.relayed or job.heal.source is not None:
+            return False
+        known = window_said or self.windows(job.upstream).settled(job.events.model)[1]
+        return bool(known) and bool(job.body.get("messages"))
+
+    @staticmethod
+    def _refit(job: Job, error: UpstreamError) -> Decision:
+        """Fit the request again, taught by the overflow: the prompt's size as the server
+        counted it sets this request's chars per token (the estimate was too low)."""
+        job.rescue.refits += 1
+        prompt = reported_prompt(error)
+        chars = job.negotiation.chars
+        if chars is None:
+            chars = estimate_chars(job.body.get("messages"), job.body.get("tools"))
+        if prompt:
+            job.rescue.ratio = max(chars / prompt, 0.5)
+        job.events.emit(
+            ev.INFO, f"{job.upstream.name} said the request overflows its window; fitting it."
+        )
+        return Decision("refit", reason="overflow")
 
     def _worth_latching(self, job: Job, refusal: Refusal) -> bool:
         if refusal.capability != "strict_schemas":

@@ -162,15 +162,28 @@ class Upstream:
         """POST `payload` as JSON to a URL on this server; the answer as `get_json` gives it."""
         return await self._json("POST", url, orjson.dumps(payload), timeout)
 
+    async def complete(
+        self, body: dict[str, Any], *, client_auth: str | None, timeout: float
+    ) -> tuple[int, Any]:
+        """A whole chat completion of latchgate's own (a summary), sent with the key a client's
+        request would be sent with; `timeout` 0 means none."""
+        data = orjson.dumps(body)
+        return await self._json("POST", self.url("/chat/completions"), data, timeout, client_auth)
+
     async def _json(
-        self, method: str, url: str, data: bytes | None, timeout: float
+        self,
+        method: str,
+        url: str,
+        data: bytes | None,
+        timeout: float,
+        client_auth: str | None = None,
     ) -> tuple[int, Any]:
         async with self.session.request(
             method,
             url,
             data=data,
-            headers=self.headers(None),
-            timeout=ClientTimeout(total=timeout),
+            headers=self.headers(client_auth),
+            timeout=ClientTimeout(total=timeout or None),
         ) as resp:
             raw = await resp.read()
             try:

@@ -36,6 +36,9 @@ MAPPED: dict[str, tuple[str, dict[str, str], dict[str, str]]] = {
         "latchgate_tool_choice_enforced_total", {"choice": "required", "outcome": "enforced"},
         {**UM, "choice": "required", "outcome": "enforced"}),
     ev.TOOLS_EMULATED: ("latchgate_tools_emulated_total", {}, UM),
+    ev.CONTEXT_RESCUED: (
+        "latchgate_context_rescues_total", {"action": "pruned", "outcome": "new"},
+        {**UM, "action": "pruned", "outcome": "new"}),
     ev.SCHEMAS_RELAXED: ("latchgate_schemas_relaxed_total", {}, U),
     ev.CLIENT_DISCONNECT: ("latchgate_client_disconnects_total", {}, U),
 }
@@ -249,6 +252,8 @@ def test_render_parses_and_names_every_metric() -> None:
         "latchgate_retries": "counter",
         "latchgate_endpoint_silent": "counter",
         "latchgate_context_overflow": "counter",
+        "latchgate_context_rescues": "counter",
+        "latchgate_context_tokens_removed": "counter",
         "latchgate_tool_calls_recovered": "counter",
         "latchgate_tool_arguments_repaired": "counter",
         "latchgate_tool_calls_healed": "counter",
