@@ -40,8 +40,11 @@ class Budget:
     def tokens(self, messages: Sequence[Any]) -> int:
         return math.ceil(estimate_chars(messages, self.tools) / self.ratio)
 
+    def size(self, message: object) -> int:
+        return math.ceil(message_chars(message) / self.ratio)
+
     def sizes(self, messages: Sequence[Any]) -> list[int]:
-        return [math.ceil(message_chars(m) / self.ratio) for m in messages]
+        return [self.size(m) for m in messages]
 
     def fits(self, tokens: int) -> bool:
         return tokens + self.ceiling <= self.window
@@ -120,10 +123,18 @@ class Rescuer:
         """
         fitted.repeated = False
         compact = options.mode == "compact"
-        target = min(budget.room, int(compaction.TRIGGER * budget.window)) if compact else None
-        plan = _prune(options, budget, messages, fitted, target)
-        fitted.plan, fitted.messages = plan, plans.apply(plan, messages)
-        fitted.after = budget.tokens(fitted.messages)
+        goal = min(budget.room, int(compaction.TRIGGER * budget.window)) if compact else budget.room
+        plan = fitted.plan
+        for _ in range(4):  # per-message sizes round apart from the whole's: a second look
+            more = _prune(options, budget, messages, plan, fitted.after - goal)
+            if more == plan:
+                break
+            plan = more
+            fitted.messages = plans.apply(plan, messages)
+            fitted.after = budget.tokens(fitted.messages)
+            if fitted.after <= goal:
+                break
+        fitted.plan = plan
         if compact and fitted.after > compaction.TRIGGER * budget.window:
             folded = await self._fold(job, options, budget, messages, plan, fitted.after)
             if isinstance(folded, str):
@@ -179,21 +190,17 @@ def _pruned_view(plan: Plan, messages: list[Any]) -> list[Any]:
     return plans.apply(Plan(pruned=plan.pruned), messages)
 
 
-def _prune(
-    options: Options, budget: Budget, messages: list[Any], fitted: Fitted, target: int | None
-) -> Plan:
-    """`fitted.plan` with as many more results cleared (outside its fold) as bring the request
-    to `target` tokens (by default, the room the budget leaves)."""
-    plan = fitted.plan
+def _prune(options: Options, budget: Budget, messages: list[Any], plan: Plan, excess: int) -> Plan:
+    """`plan` with as many more results cleared (outside its fold) as free `excess` tokens."""
     view = _pruned_view(plan, messages)
     start = plan.fold.end if plan.fold is not None else 0
-    excess = fitted.after - (budget.room if target is None else target)
     found = pruning.plan(
         view[start:],
         budget.sizes(view[start:]),
         excess,
         keep_last=options.keep_last,
         max_chars=options.max_chars,
+        measure=budget.size,
     )
     if not found.indices:
         return plan

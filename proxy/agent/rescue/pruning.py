@@ -11,7 +11,7 @@ it did is a list of indices.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,12 +60,13 @@ def plan(
     *,
     keep_last: int,
     max_chars: int,
-    stub_tokens: int = 12,
+    measure: Callable[[dict[str, Any]], int] | None = None,
 ) -> Pruning:
     """The oldest clearable results whose clearing frees at least `excess` tokens, or all of
     them when even that is not enough (the caller then compacts or refuses).
 
-    `sizes` are the messages' sizes in tokens; a stub costs `stub_tokens`.
+    `sizes` are the messages' sizes in tokens; `measure` sizes a stub (by default, a dozen
+    tokens).
     """
     chosen: list[int] = []
     freed = 0
@@ -73,5 +74,6 @@ def plan(
         if freed >= excess:
             break
         chosen.append(i)
-        freed += max(sizes[i] - stub_tokens, 0)
+        cost = measure(stub(messages[i])) if measure is not None else 12
+        freed += max(sizes[i] - cost, 0)
     return Pruning(tuple(chosen), freed)
