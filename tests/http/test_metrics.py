@@ -10,6 +10,7 @@ is also driven in one run, which is what the Prometheus dashboard test reuses (`
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -271,6 +272,41 @@ async def upstream_overflow(lg: Running, fake: FakeUpstream, model: str) -> None
     assert caught.value.code == "context_length_exceeded"
 
 
+# What the x-latchgate-context header of each model's pruned request said: (before, after).
+PRUNED: dict[str, tuple[int, int]] = {}
+
+
+async def context_pruned(lg: Running, fake: FakeUpstream, model: str) -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "read them all"}]
+    for k in range(10):
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"c{k}", "type": "function",
+                "function": {"name": "read_file", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": f"c{k}", "content": "a" * 4000},
+        ]
+    fake.push(Json(completion(model=model)))
+    async with lg.client() as c:
+        raw = await c.chat.completions.with_raw_response.create(
+            model=model, messages=messages, extra_headers={"x-latchgate-context": "prune"}
+        )
+    told = re.fullmatch(r"pruned \d+ results, ([\d,]+) -> ([\d,]+) tokens(?: \(as on .*\))?",
+                        raw.headers["x-latchgate-context"])
+    assert told is not None, raw.headers["x-latchgate-context"]
+    before, after = (int(n.replace(",", "")) for n in told.groups())
+    PRUNED[model] = (before, after)
+
+
+def context_pruned_moves(model: str) -> Samples:
+    before, after = PRUNED[model]
+    removed = {key("latchgate_context_tokens_removed_total", upstream=UPSTREAM_NAME,
+                   model=model): before - after}
+    return merged(
+        um("latchgate_context_rescues_total", model, action="pruned", outcome="new"), removed,
+        attempts(model, "200"), requests(model, 200), tokens(model),
+    )
+
+
 async def recovered_tool_call(lg: Running, fake: FakeUpstream, model: str) -> None:
     text = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
     fake.push(Json(completion(text, model=model)))
@@ -423,6 +459,7 @@ SCENARIOS = [
             attempts(m, "400"), requests(m, 400),
         ),
     ),
+    Scenario("context_pruned", context_pruned, context_pruned_moves),
     Scenario(
         "recovered_tool_call",
         recovered_tool_call,

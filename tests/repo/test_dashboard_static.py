@@ -56,6 +56,8 @@ def exported() -> dict[str, set[str]]:
         ev.OVERFLOW: {"where": "upstream"}, ev.TOOL_RECOVERED: {"format": "hermes"},
         ev.ARGUMENTS: {"outcome": "truncated"}, ev.TOOL_HEALED: {"outcome": "healed"},
         ev.TOOL_CHOICE_ENFORCED: {"choice": "required", "outcome": "enforced"},
+        ev.CONTEXT_RESCUED: {
+            "action": "pruned", "outcome": "new", "before": "9000", "after": "6000"},
     }
     for kind in (*labels, ev.SCHEMAS_RELAXED, ev.CLIENT_DISCONNECT, ev.TOOLS_EMULATED):
         req.emit(kind, "n", **labels.get(kind, {}))
