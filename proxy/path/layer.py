@@ -142,7 +142,7 @@ class AgentLayer:
         message = preflight(tokens, ceiling, window, trust_small=trust)
         mode = job.rescue.mode or up.config.on_overflow
         if mode != "refuse" and body.get("messages"):
-            budget = rescue.Budget(window, ceiling, ratio, body.get("tools"))
+            budget = rescue.Budget(window, ceiling, ratio, body.get("tools"), tokens)
             needed = message is not None or job.rescue.refits > 0
             refused = await self._rescue(job, mode, budget, needed=needed)
             if refused is None:

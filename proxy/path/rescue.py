@@ -36,6 +36,7 @@ class Budget:
     ceiling: int
     ratio: float
     tools: object = None
+    prompt: int | None = None  # the request's tokens as the client sent it, when measured
 
     def tokens(self, messages: Sequence[Any]) -> int:
         return math.ceil(estimate_chars(messages, self.tools) / self.ratio)
@@ -100,12 +101,13 @@ class Rescuer:
         earlier = plans.best(await self.store.plans(key), messages)
         if earlier is None and not needed:
             return None
-        before = budget.tokens(messages)
+        before = budget.tokens(messages) if budget.prompt is None else budget.prompt
         plan = earlier or Plan()
         fitted = Fitted(plans.apply(plan, messages), plan, before, before, repeated=True)
-        fitted.after = budget.tokens(fitted.messages or [])
-        if earlier is not None and budget.fits(fitted.after):
-            return fitted
+        if earlier is not None:
+            fitted.after = budget.tokens(fitted.messages or [])
+            if budget.fits(fitted.after):
+                return fitted
         fitted = await self._extend(job, options, budget, messages, fitted)
         if fitted.messages is not None and fitted.plan != earlier:
             await self.store.remember(key, fitted.plan, replaces=earlier)
