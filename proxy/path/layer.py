@@ -12,6 +12,7 @@ latch store, the upstreams and a callback for when a latch changes, not the runn
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -221,12 +222,16 @@ class AgentLayer:
         up = job.upstream
         endpoint, latches = self.store.view(up.endpoint_id, job.events.model)
         built = build_body(body, endpoint, latches, droppable=self.droppable(up))
+        t0 = time.perf_counter()
         try:
             status, answer = await up.complete(
                 built.body, client_auth=job.client_auth, timeout=up.config.request_timeout
             )
         except (TimeoutError, aiohttp.ClientError, OSError):
             return None
+        finally:
+            # the model's time writing the summary, not latchgate's own overhead
+            job.upstream_wait += time.perf_counter() - t0
         return answer if status == 200 else None
 
     async def count_tokens(

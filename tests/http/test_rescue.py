@@ -429,3 +429,20 @@ async def test_the_responses_front_is_rescued_on_the_chat_path(
     assert raw.parse().output_text
     assert raw.headers["x-latchgate-context"].startswith("pruned ")
     assert stubbed(client_bodies(fake)[0]["messages"])
+
+
+async def test_the_models_time_writing_the_summary_is_not_latchgate_overhead(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    lg = await start(start_proxy, fake, on_overflow="compact", prune_keep_last=8)
+    fake.push(answering(Json(completion(NOTES), delay=0.4)), answering())
+    await ask(lg, run([5000] * 8))
+    assert len(summary_bodies(fake)) == 1
+    registry = lg.proxy.metrics.registry
+    total = registry.get_sample_value(
+        "latchgate_request_duration_seconds_sum",
+        {"upstream": "fake", "model": MODEL, "stream": "false"},
+    )
+    overhead = registry.get_sample_value("latchgate_overhead_seconds_sum", {"route": "chat"})
+    assert total is not None and total >= 0.4
+    assert overhead is not None and overhead < 0.2
