@@ -67,30 +67,42 @@ def plan(
     tail = [0] * (len(messages) + 1)  # tail[i]: tokens of messages[i:]
     for i in range(len(messages) - 1, -1, -1):
         tail[i] = tail[i + 1] + sizes[i]
-    cut = _user_cut(messages, tail, start, budget) or _turn_cut(messages, tail, start, budget)
-    if cut is None or (earlier is not None and cut.end <= earlier.end):
-        return None
+    reach = earlier.end if earlier is not None else start  # a fold must end past this
+    cut = _user_cut(messages, tail, start, budget, reach) or _turn_cut(
+        messages, tail, start, budget, reach
+    )
     return cut
 
 
-def _user_cut(messages: Sequence[Any], tail: list[int], start: int, budget: float) -> Cut | None:
+def _user_cut(
+    messages: Sequence[Any], tail: list[int], start: int, budget: float, reach: int
+) -> Cut | None:
     """The earliest user message that starts a tail within `budget`, with something before it
-    to fold; the summary goes in front of its words."""
-    for i in range(start + 1, len(messages)):
+    to fold and ending the fold past `reach`; the summary goes in front of its words."""
+    for i in range(max(start + 1, reach), len(messages)):
         if role(messages[i]) == "user" and tail[i] <= budget:
             return Cut(start, i + 1, i)
     return None
 
 
-def _turn_cut(messages: Sequence[Any], tail: list[int], start: int, budget: float) -> Cut | None:
+def _turn_cut(
+    messages: Sequence[Any], tail: list[int], start: int, budget: float, reach: int
+) -> Cut | None:
     """The earliest assistant turn that starts a tail within `budget`, after a user message and
-    something else to fold; the summary goes after that user message's words."""
+    something else to fold, and past `reach`; the summary goes after that user message's
+    words."""
     anchor = None
     for i in range(start, len(messages)):
         kind = role(messages[i])
         if kind == "user":
             anchor = i
-        elif kind == "assistant" and anchor is not None and i - start >= 2 and tail[i] <= budget:
+        elif (
+            kind == "assistant"
+            and anchor is not None
+            and i - start >= 2
+            and i > reach
+            and tail[i] <= budget
+        ):
             return Cut(start, i, anchor)
     return None
 

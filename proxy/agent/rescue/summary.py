@@ -128,4 +128,6 @@ def read(body: object) -> str | None:
     if not isinstance(content, str):
         return None
     text = _THINK.sub("", content).strip()
+    if text.startswith("<think>"):
+        return None  # cut off while still thinking: no notes yet
     return text or None
