@@ -239,7 +239,8 @@ def describe(fitted: Fitted) -> str:
     messages into a summary, 31,200 -> 6,900 tokens`."""
     parts = []
     if fitted.plan.pruned:
-        parts.append(f"pruned {len(fitted.plan.pruned)} results")
+        count = len(fitted.plan.pruned)
+        parts.append(f"pruned {count} result{'' if count == 1 else 's'}")
     if fitted.plan.fold is not None:
         parts.append(f"folded {fitted.plan.fold.summarised} messages into a summary")
     parts.append(f"{fitted.before:,} -> {fitted.after:,} tokens")

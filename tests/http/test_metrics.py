@@ -290,7 +290,7 @@ async def context_pruned(lg: Running, fake: FakeUpstream, model: str) -> None:
         raw = await c.chat.completions.with_raw_response.create(
             model=model, messages=messages, extra_headers={"x-latchgate-context": "prune"}
         )
-    told = re.fullmatch(r"pruned \d+ results, ([\d,]+) -> ([\d,]+) tokens(?: \(as on .*\))?",
+    told = re.fullmatch(r"pruned \d+ results?, ([\d,]+) -> ([\d,]+) tokens(?: \(as on .*\))?",
                         raw.headers["x-latchgate-context"])
     assert told is not None, raw.headers["x-latchgate-context"]
     before, after = (int(n.replace(",", "")) for n in told.groups())

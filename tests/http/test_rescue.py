@@ -152,6 +152,7 @@ async def test_prune_clears_the_oldest_results_only_as_many_as_needed(
         m for i, m in enumerate(messages) if i not in cleared
     ]
     after = tokens(sent, TOOLS)
+    assert len(cleared) > 1
     assert told == f"pruned {len(cleared)} results, {before:,} -> {after:,} tokens"
     assert rescues(lg, "pruned", "new") == 1
 
@@ -185,6 +186,7 @@ async def test_prune_refuses_what_it_cannot_fit_without_calling_the_upstream(
         await lg.client().chat.completions.create(model=MODEL, messages=messages, tools=TOOLS)
     err = info.value
     assert err.status_code == 400 and err.code == "context_length_exceeded"
+    assert "pruned" not in err.message
     assert "even with 1 old tool result(s) cleared" in err.message
     assert 'on_overflow = "compact"' in err.message
     assert fake.requests == []
@@ -446,3 +448,13 @@ async def test_the_models_time_writing_the_summary_is_not_latchgate_overhead(
     overhead = registry.get_sample_value("latchgate_overhead_seconds_sum", {"route": "chat"})
     assert total is not None and total >= 0.4
     assert overhead is not None and overhead < 0.2
+
+
+async def test_one_cleared_result_is_said_in_the_singular(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    lg = await start(start_proxy, fake, on_overflow="prune")
+    messages = run([30000] + [1000] * 5)  # clearing the one big result is enough
+    told, _ = await ask(lg, messages)
+    after = tokens(client_bodies(fake)[0]["messages"], TOOLS)
+    assert told == f"pruned 1 result, {tokens(messages, TOOLS):,} -> {after:,} tokens"
