@@ -128,7 +128,9 @@ class AgentLayer:
             problem = passthrough_problem(body)
             if problem is not None:
                 return problem
-        window = await self._window(job)
+        known, window = self.windows(up).settled(job.events.model)  # usually: no await at all
+        if not known:
+            window = await self._window(job)
         if window is None:
             return None
         # Estimated (and later calibrated) only where a window makes it matter.
