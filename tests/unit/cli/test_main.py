@@ -39,6 +39,7 @@ def test_help_lists_every_flag() -> None:
         "--port",
         "--state-file",
         "--retries",
+        "--on-overflow",
         "--idle-timeout",
         "--first-token-timeout",
         "--request-timeout",
@@ -117,6 +118,18 @@ def test_bad_settings_exit_2_with_one_line(
             "[responses]\nstore_size = 1\n[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\n",
             "responses: unknown key 'store_size'",
         ),
+        (
+            "[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\non_overflow = 'truncate'\n",
+            "upstreams[0].on_overflow: 'truncate' is not one of refuse, prune, compact",
+        ),
+        (
+            "[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\nprune_keep_last = -1\n",
+            "upstreams[0].prune_keep_last: must be 0 or more",
+        ),
+        (
+            "[[upstreams]]\nname = 'a'\nbase_url = 'http://x/v1'\ncompact_summary_tokens = 8\n",
+            "upstreams[0].compact_summary_tokens: must be 64 or more",
+        ),
     ],
 )
 def test_config_errors_name_the_key(tmp_path: Path, toml: str, message: str) -> None:
@@ -138,6 +151,10 @@ def test_example_config_is_valid() -> None:
     assert settings.store == StoreSettings()
     assert (settings.store.max_entries, settings.store.max_age) == (1000, 30 * 86400)
     assert settings.upstreams[0].responses == "auto"
+    # context rescue as the example writes it is the default
+    up = settings.upstreams[0]
+    assert (up.on_overflow, up.prune_keep_last, up.prune_max_chars) == ("refuse", 5, 256)
+    assert up.compact_summary_tokens == 1024
 
 
 def test_serving_sets_the_collector_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -301,3 +318,17 @@ def test_a_config_without_state_file_keeps_latches_beside_it(tmp_path: Path) -> 
     config = tmp_path / "lg.toml"
     config.write_text('[[upstreams]]\nname = "a"\nbase_url = "http://127.0.0.1:9/v1"\n')
     assert load_toml(config).state_file == tmp_path / "latchgate-state.json"
+
+
+def test_on_overflow_flag_sets_the_upstream(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert _served(monkeypatch, ["--upstream", UP]).upstreams[0].on_overflow == "refuse"
+    settings = _served(monkeypatch, ["--upstream", UP, "--on-overflow", "compact"])
+    assert settings.upstreams[0].on_overflow == "compact"
+    with pytest.raises(SystemExit) as exc:
+        main(["--upstream", UP, "--on-overflow", "squeeze"])
+    assert exc.value.code == 2 and "--on-overflow" in capsys.readouterr().err
+    assert main(["--config", str(_toml(tmp_path)), "--on-overflow", "prune"]) == 2
+    assert "--on-overflow goes with --upstream" in capsys.readouterr().err
