@@ -220,7 +220,7 @@ class AgentLayer:
 
     async def _summarise(self, job: Job, body: dict[str, Any]) -> object:
         """One summary request to the job's own model, under its latches; its answer's JSON,
-        or None when there is no answer to read."""
+        or why there is none (`rescue.Failed`)."""
         up = job.upstream
         endpoint, latches = self.store.view(up.endpoint_id, job.events.model)
         built = build_body(body, endpoint, latches, droppable=self.droppable(up))
@@ -229,12 +229,17 @@ class AgentLayer:
             status, answer = await up.complete(
                 built.body, client_auth=job.client_auth, timeout=up.config.request_timeout
             )
-        except (TimeoutError, aiohttp.ClientError, OSError):
-            return None
+        except TimeoutError:
+            return rescue.Failed(f"no answer in {up.config.request_timeout:g} s")
+        except (aiohttp.ClientError, OSError) as exc:
+            return rescue.Failed(f"{type(exc).__name__}")
         finally:
             # the model's time writing the summary, not latchgate's own overhead
             job.upstream_wait += time.perf_counter() - t0
-        return answer if status == 200 else None
+        if status != 200:
+            error = parse_upstream_error(status, orjson.dumps(answer) if answer else b"")
+            return rescue.Failed(f"HTTP {status}: {error.message[:200]}")
+        return answer
 
     async def count_tokens(
         self, up: Upstream, model: str, messages: list[dict[str, Any]], tools: Any

@@ -23,9 +23,16 @@ from proxy.observe import events as ev
 from proxy.path.job import Job
 from proxy.state.rescues import Plan, PlanStore
 
-# Sends one summary request (a chat body) and gives the answer's JSON, or None when there is no
-# usable answer (an error status, a timeout, a broken connection).
+# Sends one summary request (a chat body) and gives the answer's JSON, or a `Failed` saying why
+# there is none (an error status, a timeout, a broken connection).
 Summarise = Callable[[Job, dict[str, Any]], Awaitable[object]]
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A summary request that got no answer to read, and why (for the notice and the log)."""
+
+    why: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,17 +181,33 @@ class Rescuer:
         said = earlier.summary if earlier is not None else None
         overhead = len(summary.INSTRUCTIONS) + len(summary.CONTINUE) + len(said or "")
         room = budget.window - ceiling - math.ceil(overhead / budget.ratio) - 64
-        pieces = summary.passes(messages, indices, int(room * budget.ratio * 0.9))
+        # The ratio was learnt on the request's JSON, whose escapes and keys make more characters
+        # a token than the plain transcript a summary pass sends: a margin keeps it in the window.
+        pieces = summary.passes(messages, indices, int(room * budget.ratio * 0.7))
         if not pieces or room <= 0:
             return "the older turns are too long to summarise in this window"
         for piece in pieces:
-            answer = await self.summarise(
-                job, summary.request(job.events.model, piece, said, ceiling)
-            )
-            said = summary.read(answer)
-            if said is None:
-                return "the model gave no summary"
+            got = await self._summary(job, summary.request(job.events.model, piece, said, ceiling))
+            if isinstance(got, Failed):
+                return f"the model gave no summary ({got.why})"
+            said = got
         return plans.folded(plan, messages, cut, said or "")
+
+    async def _summary(self, job: Job, body: dict[str, Any]) -> str | Failed:
+        """One summary pass, asked twice at most: the side request carries no temperature (a
+        hosted reasoning model refuses one), so a small model's sampling may end it before it
+        wrote anything, and a second sample usually does."""
+        failed = Failed("no answer")
+        for _ in range(2):
+            answer = await self.summarise(job, body)
+            if isinstance(answer, Failed):
+                failed = answer
+                continue
+            said = summary.read(answer)
+            if said is not None:
+                return said
+            failed = Failed("an empty answer")
+        return failed
 
 
 def _pruned_view(plan: Plan, messages: list[Any]) -> list[Any]:
@@ -251,10 +274,11 @@ def describe(fitted: Fitted) -> str:
 def report(job: Job, fitted: Fitted, window: int) -> None:
     """The event (metric, log field, notice) and the response header for what was done."""
     action = "compacted" if fitted.plan.fold is not None else "pruned"
-    if fitted.compact_failed and fitted.messages is not None:
+    if fitted.compact_failed:
+        then = "the request is refused" if fitted.messages is None else "it was pruned instead"
         job.events.emit(
             ev.CONTEXT_RESCUED,
-            f"Compaction failed ({fitted.compact_failed}); the request was pruned instead.",
+            f"Compaction failed ({fitted.compact_failed}); {then}.",
             action="compacted",
             outcome="failed",
         )

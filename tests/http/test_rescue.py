@@ -332,7 +332,8 @@ async def test_a_failing_summary_falls_back_to_pruning(
 ) -> None:
     lg = await start(start_proxy, fake, on_overflow="compact", prune_keep_last=3)
     bad = Json({"error": {"message": "boom", "type": "server_error"}}, status=500)
-    fake.push(answering(bad if failure == "error" else Json(completion(""))), answering())
+    failed = bad if failure == "error" else Json(completion(""))
+    fake.push(answering(failed), answering(failed), answering())
     # pruned, it fits, but stays past three quarters: compaction is tried and fails
     messages = run([4000] * 2 + [8500] * 3)
     raw = await lg.client().chat.completions.with_raw_response.create(
@@ -343,20 +344,22 @@ async def test_a_failing_summary_falls_back_to_pruning(
     notices = orjson.loads(raw.headers["x-latchgate-notices"])
     assert any(n.startswith("Compaction failed") for n in notices)
     assert rescues(lg, "compacted", "failed") == 1
-    assert len(summary_bodies(fake)) == 1
+    assert len(summary_bodies(fake)) == 2  # asked twice, then given up
 
 
 async def test_a_failing_summary_refuses_when_pruning_cannot_fit(
     fake: FakeUpstream, start_proxy: StartProxy
 ) -> None:
     lg = await start(start_proxy, fake, on_overflow="compact", prune_keep_last=8)
-    fake.push(answering(Json({"error": {"message": "boom"}}, status=503)))
+    fake.push(*[answering(Json({"error": {"message": "boom"}}, status=503))] * 2)
     messages = run([5000] * 8)
     with pytest.raises(openai.BadRequestError) as info:
         await lg.client().chat.completions.create(model=MODEL, messages=messages, tools=TOOLS)
     assert info.value.code == "context_length_exceeded"
-    assert "compaction failed: the model gave no summary" in info.value.message
+    assert "compaction failed: the model gave no summary (HTTP 503: boom)" in info.value.message
     assert client_bodies(fake) == []
+    assert rescues(lg, "compacted", "failed") == 1
+    assert rescues(lg, "pruned", "refused") == 1
 
 
 # -- the upstream's own overflow ----------------------------------------------------------------
@@ -458,3 +461,17 @@ async def test_one_cleared_result_is_said_in_the_singular(
     told, _ = await ask(lg, messages)
     after = tokens(client_bodies(fake)[0]["messages"], TOOLS)
     assert told == f"pruned 1 result, {tokens(messages, TOOLS):,} -> {after:,} tokens"
+
+
+async def test_a_summary_that_came_back_empty_is_asked_for_once_more(
+    fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    lg = await start(start_proxy, fake, on_overflow="compact", prune_keep_last=8)
+    fake.push(answering(Json(completion(""))), *[answering()] * 6)
+    messages = run([5000] * 8)
+    told, _ = await ask(lg, messages)
+    assert told.startswith("folded ")
+    asked = summary_bodies(fake)
+    assert asked[0] == asked[1]  # the same pass, sampled again
+    assert NOTES in client_bodies(fake)[0]["messages"][1]["content"]
+    assert rescues(lg, "compacted", "failed") == 0
