@@ -136,8 +136,8 @@ class AgentLayer:
         # Estimated (and later calibrated) only where a window makes it matter.
         chars = estimate_chars(body.get("messages"), body.get("tools"))
         job.negotiation.chars = chars
-        ratio = await self._ratio(job, chars, window)
-        tokens = math.ceil(chars / ratio)
+        ratio, exact = await self._ratio(job, chars, window)
+        tokens = exact if exact is not None else math.ceil(chars / ratio)
         ceiling = reply_ceiling(body)
         # Ollama truncates silently instead of refusing: its window is trusted at any size. So
         # is one the server has just refused this very request for (a refit).
@@ -170,10 +170,11 @@ class AgentLayer:
                 window = None  # the probe failed: asked again next time; no check this time
         return window
 
-    async def _ratio(self, job: Job, chars: int, window: int) -> float:
+    async def _ratio(self, job: Job, chars: int, window: int) -> tuple[float, int | None]:
         """Characters per token for this request: calibrated for the model, counted exactly by
-        the server when configured and close to the window, or what the server's refusal of
-        this very request revealed (a refit)."""
+        the server when configured and close to the window (then the count too: a ratio of it
+        would round it up), or what the server's refusal of this very request revealed (a
+        refit)."""
         up = job.upstream
         key = (up.endpoint_id, job.events.model)
         ratio = self.calibration.ratio(key)
@@ -192,10 +193,10 @@ class AgentLayer:
             # count. Far below it the estimate decides, so most requests pay nothing.
             body = job.body
             exact = await up.count_prompt_tokens(body.get("messages"), body.get("tools"))
-            if exact is not None:
+            if exact is not None and exact > 0:
                 self.calibration.observe(key, chars, exact)
-                ratio = chars / exact if exact > 0 else ratio
-        return ratio
+                return chars / exact, exact
+        return ratio, None
 
     async def _rescue(
         self, job: Job, mode: str, budget: rescue.Budget, *, needed: bool
