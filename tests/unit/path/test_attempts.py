@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proxy.errors import ProxyError
 from proxy.path.attempts import Pipeline
 from proxy.path.job import Decision
 from tests.unit.path.fakes import (
@@ -262,3 +263,46 @@ async def test_a_plain_stream_cut_short_ends_with_an_error_event() -> None:
     reply = Reply.events(text_event("Hi"))
     _, wire, job = await run(FakeLayer(), FakeUpstream(reply), stream=True, route="completions")
     assert events(wire)[-1]["error"]["code"] == "upstream_incomplete" and job.status == 502
+
+
+# -- refit: the upstream said the request overflows ------------------------------------------
+
+
+class RefittingLayer(FakeLayer):
+    """A layer whose pre-flight is counted, and refuses from its `refuse_at`-th call on."""
+
+    def __init__(self, refuse_at: int = 0, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.preflights = 0
+        self.refuse_at = refuse_at
+
+    async def preflight(self, job: Any) -> Any:
+        self.preflights += 1
+        if self.refuse_at and self.preflights >= self.refuse_at:
+            return ProxyError(400, "still too long", code="context_length_exceeded")
+        job.body = {**job.body, "messages": [{"role": "user", "content": "fitted"}]}
+        job.raw = orjson.dumps(job.body)
+        return None
+
+    def prepare(self, job: Any) -> tuple[dict[str, Any], bytes]:
+        self.asked.append(("prepare", job.attempts))
+        return job.body, job.raw
+
+
+async def test_a_refit_checks_the_request_again_and_resends_what_it_made() -> None:
+    layer = RefittingLayer(errors=deque([Decision("refit", reason="overflow")]))
+    upstream = FakeUpstream(Reply.json({"error": {"message": "too long"}}, 400),
+                            Reply.json(COMPLETION))
+    answer, _, _ = await run(layer, upstream, stream=False)
+    assert answer.status == 200 and orjson.loads(answer.body) == COMPLETION
+    assert layer.preflights == 2
+    assert orjson.loads(upstream.sent[1])["messages"] == [{"role": "user", "content": "fitted"}]
+
+
+async def test_a_refit_that_cannot_fit_answers_the_refusal_without_sending_again() -> None:
+    layer = RefittingLayer(refuse_at=2, errors=deque([Decision("refit", reason="overflow")]))
+    upstream = FakeUpstream(Reply.json({"error": {"message": "too long"}}, 400))
+    answer, _, job = await run(layer, upstream, stream=True)
+    assert answer.status == 400 and job.status == 400
+    assert orjson.loads(answer.body)["error"]["code"] == "context_length_exceeded"
+    assert len(upstream.sent) == 1
