@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 import orjson
 from aiohttp import web
 
-from proxy.errors import error_body
+from proxy.errors import ProxyError, error_body
 from proxy.observe import events as ev
 from proxy.path import client as out
 from proxy.path import reask, stream_relay
@@ -49,9 +49,9 @@ class Pipeline:
     async def run(self, request: web.Request, job: Job) -> web.StreamResponse:
         """Answer one client request; always returns a response (or a finished stream)."""
         try:
-            refused = await self._preflight(job)
-            if refused is not None:
-                return refused
+            problem = await self.layer.preflight(job)  # here, not in _preflight: one frame less
+            if problem is not None:
+                return self._refused(job, problem)
             attempt = self._attempt_for(job)
             while True:
                 outcome = await attempt(request, job)
@@ -72,11 +72,13 @@ class Pipeline:
             raise asyncio.CancelledError() from None
 
     async def _preflight(self, job: Job) -> web.Response | None:
-        """The agent layer's check before sending (and again when the upstream said the request
-        overflows): None to send it, else the refusal."""
+        """The agent layer's check again, when the upstream said the request overflows: None to
+        send it (fitted), else the refusal."""
         problem = await self.layer.preflight(job)
-        if problem is None:
-            return None
+        return None if problem is None else self._refused(job, problem)
+
+    @staticmethod
+    def _refused(job: Job, problem: ProxyError) -> web.Response:
         job.status = problem.status
         return out.json_response(job, problem.status, orjson.dumps(problem.body()))
 
