@@ -109,9 +109,10 @@ class Rescuer:
         if earlier is None and not needed:
             return None
         before = budget.tokens(messages) if budget.prompt is None else budget.prompt
-        plan = earlier or Plan()
-        fitted = Fitted(plans.apply(plan, messages), plan, before, before, repeated=True)
-        if earlier is not None:
+        if earlier is None:
+            fitted = Fitted(list(messages), Plan(), before, before)
+        else:
+            fitted = Fitted(plans.apply(earlier, messages), earlier, before, before, repeated=True)
             fitted.after = budget.tokens(fitted.messages or [])
             if budget.fits(fitted.after):
                 return fitted
