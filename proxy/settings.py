@@ -24,6 +24,7 @@ SCHEMA_MODES = ("auto", "passthrough", "sanitise")
 RESPONSES_MODES = ("auto", "translate", "passthrough")
 OVERFLOW_MODES = ("refuse", "prune", "compact")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+STATE_SCHEMES = ("redis", "rediss", "unix")
 
 DEFAULT_PORT = 8787
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
@@ -37,6 +38,32 @@ DEFAULT_STORE_AGE = 30 * 24 * 3600.0  # OpenAI keeps responses 30 days
 
 class ConfigError(ValueError):
     """A setting is wrong; the message names the key and what is allowed."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemberConfig:
+    """One server of an upstream's pool (`base_urls` or `members`); all serve the same models."""
+
+    name: str  # its label in metrics and logs: given, else host:port (never a key or password)
+    base_url: str
+
+    @property
+    def server_root(self) -> str:
+        return _root(self.base_url)
+
+
+def member_label(base_url: str) -> str:
+    """A member's default name: host:port of its URL, without any user or password."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or "member"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+def _root(base_url: str) -> str:
+    url = base_url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
 @dataclass(slots=True)
@@ -77,6 +104,12 @@ class UpstreamConfig:
     # API ("auto": passthrough for OpenAI's API, where encrypted reasoning and hosted tools
     # matter, translate for every other kind).
     responses: str = "auto"
+    # The servers behind this upstream: one (`base_url`), or a pool (`base_urls`, `members`).
+    # `base_url` is the first member's, which names the endpoint its latches are kept under, so
+    # a server that grows into a pool keeps what it learned. See proxy.upstreams.pool.
+    members: list[MemberConfig] = field(default_factory=list)
+    affinity: bool = True  # a conversation stays on the member (and slot) of its last turn
+    health_interval: float = 5.0  # seconds between health checks of a pool's members
 
     @property
     def effective_first_token_timeout(self) -> float:
@@ -87,8 +120,12 @@ class UpstreamConfig:
     @property
     def server_root(self) -> str:
         """The server's root URL (the base URL without a trailing `/v1`), for native routes."""
-        url = self.base_url.rstrip("/")
-        return url[: -len("/v1")] if url.endswith("/v1") else url
+        return _root(self.base_url)
+
+    @property
+    def pool(self) -> list[MemberConfig]:
+        """Every member (one for a plain `base_url`)."""
+        return self.members or [MemberConfig(member_label(self.base_url), self.base_url)]
 
 
 @dataclass(slots=True)
@@ -122,6 +159,11 @@ class Settings:
     # token (0: none). The chat route sends none: its clients do not expect them.
     keepalive: float = 10.0
     store: StoreSettings = field(default_factory=lambda: StoreSettings())
+    # Serving processes on the one port (SO_REUSEPORT), supervised (proxy.http.workers).
+    workers: int = 1
+    # Where latches, stored responses and rescue plans are shared with other replicas and
+    # workers (`redis://...`); None keeps them in this process (and latches in `state_file`).
+    state_url: str | None = None
 
     def upstream(self, name: str) -> UpstreamConfig:
         for up in self.upstreams:
@@ -192,6 +234,7 @@ _UPSTREAM_KEYS = {
     "loading_timeout", "schema_mode", "recover_tool_calls", "holdback_limit", "heal_retries",
     "context_length", "droppable_add", "droppable_remove", "exact_token_count", "responses",
     "on_overflow", "prune_keep_last", "prune_max_chars", "compact_summary_tokens",
+    "base_urls", "members", "affinity", "health_interval",
 }  # fmt: skip
 
 
@@ -207,12 +250,15 @@ def parse_upstream(raw: object, where: str) -> UpstreamConfig:
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f'{where}.name: expected a non-empty name such as "local"')
-    up = UpstreamConfig(name=name, base_url=_check_url(f"{where}.base_url", raw.get("base_url")))
+    members = _members(raw, where)
+    up = UpstreamConfig(name=name, base_url=members[0].base_url)
+    if len(members) > 1:
+        up.members = members
     up.kind = _choice(f"{where}.kind", raw.get("kind", "auto"), KINDS)
     up.api_key_env, up.api_key = _env_key(f"{where}.api_key_env", raw.get("api_key_env"))
     if "models" in raw:
         up.models = _str_list(f"{where}.models", raw["models"])
-    for flag in ("forward_client_auth", "recover_tool_calls", "exact_token_count"):
+    for flag in ("forward_client_auth", "recover_tool_calls", "exact_token_count", "affinity"):
         if flag in raw:
             if not isinstance(raw[flag], bool):
                 raise ConfigError(f"{where}.{flag}: expected true or false")
@@ -220,6 +266,10 @@ def parse_upstream(raw: object, where: str) -> UpstreamConfig:
     for key in ("retries", "heal_retries", "prune_keep_last", "prune_max_chars"):
         if key in raw:
             setattr(up, key, _num(f"{where}.{key}", raw[key], integer=True))
+    if "health_interval" in raw:
+        up.health_interval = float(
+            _num(f"{where}.health_interval", raw["health_interval"], minimum=0.5)
+        )
     for key in ("idle_timeout", "request_timeout", "connect_timeout", "loading_timeout"):
         if key in raw:
             setattr(up, key, float(_num(f"{where}.{key}", raw[key])))
@@ -254,6 +304,59 @@ def parse_upstream(raw: object, where: str) -> UpstreamConfig:
         if key in raw:
             setattr(up, key, _str_list(f"{where}.{key}", raw[key]))
     return up
+
+
+def _members(raw: dict[str, Any], where: str) -> list[MemberConfig]:
+    """The servers of one upstream: `base_url`, `base_urls = [...]` or `[[...members]]` tables
+    (`base_url`, optional `name`); exactly one of the three."""
+    given = [key for key in ("base_url", "base_urls", "members") if key in raw]
+    if len(given) > 1:
+        raise ConfigError(f"{where}: give one of base_url, base_urls and members, not {given}")
+    if not given or given[0] == "base_url":
+        url = _check_url(f"{where}.base_url", raw.get("base_url"))
+        return [MemberConfig(member_label(url), url)]
+    if given[0] == "base_urls":
+        urls = raw["base_urls"]
+        if not isinstance(urls, list) or not urls:
+            raise ConfigError(f"{where}.base_urls: expected a non-empty list of URLs")
+        checked = [_check_url(f"{where}.base_urls[{i}]", u) for i, u in enumerate(urls)]
+        members = [MemberConfig(member_label(u), u) for u in checked]
+    else:
+        members = _member_tables(raw["members"], f"{where}.members")
+    _unique_members(members, where)
+    return members
+
+
+def _member_tables(tables: object, where: str) -> list[MemberConfig]:
+    if not isinstance(tables, list) or not tables:
+        raise ConfigError(f"{where}: expected one or more [[...members]] tables with base_url")
+    members: list[MemberConfig] = []
+    for i, table in enumerate(tables):
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}[{i}]: expected a table with base_url (and name)")
+        unknown = sorted(set(table) - {"base_url", "name"})
+        if unknown:
+            raise ConfigError(f"{where}[{i}]: unknown key {unknown[0]!r}; allowed: base_url, name")
+        url = _check_url(f"{where}[{i}].base_url", table.get("base_url"))
+        label = table.get("name", member_label(url))
+        if not isinstance(label, str) or not label.strip():
+            raise ConfigError(f'{where}[{i}].name: expected a non-empty name such as "gpu0"')
+        members.append(MemberConfig(label, url))
+    return members
+
+
+def _unique_members(members: list[MemberConfig], where: str) -> None:
+    for kind, values in (
+        ("URL", [m.base_url.rstrip("/") for m in members]),
+        ("name", [m.name for m in members]),
+    ):
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            label = twice[0] if kind == "name" else member_label(twice[0])
+            raise ConfigError(
+                f"{where}: the member {kind} {label!r} is listed twice; give each member its own"
+                + (" name" if kind == "name" else " server")
+            )
 
 
 def _unique_names(upstreams: list[UpstreamConfig]) -> None:
@@ -333,7 +436,7 @@ def parse_age(key: str, value: object) -> float:
 _SERVER_KEYS = {
     "host", "port", "state_file", "client_keys", "client_keys_env", "admin_key_env",
     "max_body_bytes", "log_level", "probe_interval", "model_label_cap", "shutdown_grace",
-    "keepalive",
+    "keepalive", "workers", "state",
 }  # fmt: skip
 
 
@@ -385,6 +488,56 @@ def apply_server_table(
         settings.model_label_cap = _num(
             "server.model_label_cap", server["model_label_cap"], minimum=1, integer=True
         )
+    if "workers" in server:
+        settings.workers = parse_workers("server.workers", server["workers"])
+    if "state" in server:
+        settings.state_url = parse_state_url("server.state", server["state"])
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+MAX_WORKERS = 256
+
+
+def parse_workers(key: str, value: object) -> int:
+    """A worker count: a whole number from 1, or "auto" (the cores available)."""
+    if value == "auto":
+        return available_cores()
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WORKERS:
+        raise ConfigError(f'{key}: expected a whole number from 1 to {MAX_WORKERS}, or "auto"')
+    return value
+
+
+def parse_state_url(key: str, value: object) -> str:
+    """Where shared state lives: a Redis URL (redis://, rediss:// or unix://)."""
+    if not isinstance(value, str) or urlsplit(value).scheme not in STATE_SCHEMES:
+        shown = redact_url(value) if isinstance(value, str) else repr(value)
+        raise ConfigError(
+            f"{key}: {shown} is not a Redis URL; write it like redis://127.0.0.1:6379/0 "
+            "(rediss:// for TLS, unix:///path/redis.sock for a socket)"
+        )
+    parts = urlsplit(value)
+    if parts.scheme != "unix" and not parts.hostname:
+        raise ConfigError(f"{key}: {redact_url(value)} names no host")
+    return value
+
+
+def redact_url(url: str) -> str:
+    """`url` with any password replaced by `***`: what logs and errors may show of it."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}:" if parts.username else ":"
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return parts._replace(netloc=f"{user}***@{host}").geturl()
 
 
 def load_toml(path: Path) -> Settings:
@@ -415,10 +568,12 @@ def configured_secrets(settings: Settings) -> list[str]:
     found: list[str] = [*settings.client_keys]
     if settings.admin_key:
         found.append(settings.admin_key)
-    for upstream in settings.upstreams:
-        if upstream.api_key:
-            found.append(upstream.api_key)
-        url = urlsplit(upstream.base_url)
+    urls = [m.base_url for upstream in settings.upstreams for m in upstream.pool]
+    found += [u.api_key for u in settings.upstreams if u.api_key]
+    if settings.state_url:
+        urls.append(settings.state_url)
+    for text in urls:
+        url = urlsplit(text)
         if url.password:
             found.append(url.password)
         for name, value in parse_qsl(url.query):

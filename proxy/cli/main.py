@@ -1,6 +1,7 @@
 """The `latchgate` command: serve one upstream or a config file, and manage latches.
 
     latchgate --upstream http://127.0.0.1:8080/v1            serve one upstream for every model
+    latchgate --upstream URL --upstream URL2                 serve a pool of two servers
     latchgate --config latchgate.toml                        serve several upstreams
     latchgate latches show|reset|expire|export|import        operate on the state file
 
@@ -31,7 +32,9 @@ from proxy.settings import (
     UpstreamConfig,
     check_security,
     load_toml,
+    parse_state_url,
     parse_upstream,
+    parse_workers,
 )
 
 CLIENT_KEYS_ENV = "LATCHGATE_CLIENT_KEYS"
@@ -90,8 +93,10 @@ def serve_parser() -> argparse.ArgumentParser:
     src.add_argument(
         "--upstream",
         metavar="URL",
+        action="append",
         help="serve this one upstream (its OpenAI base URL, e.g. "
-        "http://127.0.0.1:8080/v1) for every model",
+        "http://127.0.0.1:8080/v1) for every model; given twice or more, a pool of servers "
+        "that serve the same models",
     )
     src.add_argument(
         "--config",
@@ -115,6 +120,18 @@ def serve_parser() -> argparse.ArgumentParser:
         "--host", help="address to bind; default 127.0.0.1 (other addresses require client keys)"
     )
     p.add_argument("--port", type=int, help="port to bind; default 8787")
+    p.add_argument(
+        "--workers",
+        metavar="N",
+        help='serving processes on the one port, supervised; a number or "auto" (the cores '
+        "available); default 1",
+    )
+    p.add_argument(
+        "--state",
+        metavar="URL",
+        help="share latches, stored responses and rescue plans with other replicas through "
+        "Redis (redis://host:6379/0, rediss://, unix://); default: kept in this process",
+    )
     p.add_argument(
         "--state-file",
         type=Path,
@@ -198,7 +215,9 @@ def _from_config(args: argparse.Namespace) -> Settings:
 
 
 def _from_upstream_flag(args: argparse.Namespace) -> Settings:
-    raw: dict[str, object] = {"name": args.name, "base_url": args.upstream, "kind": args.kind}
+    urls = list(args.upstream)
+    raw: dict[str, object] = {"name": args.name, "kind": args.kind}
+    raw.update({"base_url": urls[0]} if len(urls) == 1 else {"base_urls": urls})
     if args.api_key_env:
         raw["api_key_env"] = args.api_key_env
     for key in ("retries", "idle_timeout", "first_token_timeout", "request_timeout", "on_overflow"):
@@ -220,6 +239,10 @@ def _apply_server_flags(settings: Settings, args: argparse.Namespace) -> None:
     for key in ("state_file", "log_level", "shutdown_grace"):
         if getattr(args, key) is not None:
             setattr(settings, key, getattr(args, key))
+    if args.workers is not None:
+        settings.workers = parse_workers("--workers", args.workers)
+    if args.state is not None:
+        settings.state_url = parse_state_url("--state", args.state)
 
 
 # Flags that describe the one --upstream, with the value that means "not given".

@@ -7,6 +7,7 @@ set one, rather than being open.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Protocol
@@ -19,6 +20,7 @@ from proxy.http.auth import bearer, key_matches
 from proxy.http.bodies import read_object
 from proxy.settings import Settings
 from proxy.state.latches import LatchStore
+from proxy.state.sync import LatchSync
 from proxy.timespec import parse_duration
 from proxy.upstreams.client import Upstream
 
@@ -36,6 +38,9 @@ class Operated(Protocol):
     def store(self) -> LatchStore: ...
 
     async def save_state(self) -> None: ...
+
+    @property
+    def sync(self) -> LatchSync: ...
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -94,6 +99,7 @@ async def reset_latches(proxy: Operated, request: web.Request) -> web.StreamResp
     params = await _params(request)
     eid = _eid_for(proxy, params.get("upstream"))
     removed = proxy.store.reset(eid, params.get("model"))
+    proxy.sync.forgot(eid, params.get("model"))
     await proxy.save_state()
     return web.json_response({"reset": removed})
 
@@ -110,7 +116,9 @@ async def expire_latches(proxy: Operated, request: web.Request) -> web.StreamRes
         seconds = parse_duration(raw)
     except ValueError as exc:
         raise ProxyError(400, str(exc), param="older_than") from None
-    removed = proxy.store.expire(seconds)
+    now = time.time()
+    removed = proxy.store.expire(seconds, now)
+    proxy.sync.expired(seconds, now)
     await proxy.save_state()
     return web.json_response({"expired": removed})
 

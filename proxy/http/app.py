@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -44,9 +44,18 @@ from proxy.settings import Settings, configured_secrets
 from proxy.state.latches import SNAPSHOT_VERSION, LatchStore, endpoint_id
 from proxy.state.responses import MemoryStore
 from proxy.state.snapshots import load_file, save_file, set_aside
+from proxy.state.sync import LatchSync, NoSync
 from proxy.upstreams.client import Upstream
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class MetricsPeers(Protocol):
+    """The other processes whose metrics a scrape of this one includes (the workers)."""
+
+    async def merged(self, own: bytes) -> bytes:
+        """This process's exposition `own`, with the peers' summed in."""
+        ...
 
 
 class Proxy:
@@ -63,7 +72,12 @@ class Proxy:
         self.log = logs.get_logger()
         masker = Masker(configured_secrets(settings))
         logs.mask_secrets(masker)
-        self.layer = AgentLayer(self.store, self.upstreams, on_latch=self.refresh_latch_gauge)
+        # Latch changes shared with the other workers or replicas (set before start-up by
+        # whoever runs this proxy among others: proxy.http.server, or the Redis state).
+        self.sync: LatchSync = NoSync()
+        # The other workers' metrics, merged into a scrape (proxy.http.siblings), when any.
+        self.metrics_peers: MetricsPeers | None = None
+        self.layer = AgentLayer(self.store, self.upstreams, on_latch=self._latched)
         self.listeners = (self.metrics.on_event,)  # every request's event listeners
         self.pipeline = Pipeline(self.layer, on_attempt=self._count_attempt)
         self.jobs = JobMaker(self.router, self.upstreams, self.listeners, masker)
@@ -72,6 +86,7 @@ class Proxy:
         self._probe_task: asyncio.Task[None] | None = None
         self.in_flight = InFlight()
         self._save_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def masker(self) -> Masker:
@@ -90,6 +105,21 @@ class Proxy:
         self.metrics.upstream_attempt(
             upstream=job.upstream.name, model=job.events.model, status=status
         )
+
+    def _latched(self, eid: str) -> None:
+        self.refresh_latch_gauge()
+        self.sync.learned(eid)
+
+    def merged(self) -> None:
+        """Latches learned elsewhere were merged into the store: the gauge, and the state file
+        (saved off the caller's path: a sync calls this from its listener)."""
+        self.refresh_latch_gauge()
+        self._background(self.save_state())
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)  # held, or the task could be collected mid-way
+        task.add_done_callback(self._tasks.discard)
 
     # -- latches persistence --------------------------------------------------------------
     def load_state(self) -> None:
@@ -151,6 +181,7 @@ class Proxy:
                 "longer keys.",
             )
         self.load_state()
+        await self.sync.start()
         self._probe_task = asyncio.create_task(self._probe_loop())
 
     async def drain(self, _app: web.Application) -> None:
@@ -171,6 +202,8 @@ class Proxy:
             self._probe_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._probe_task
+        await self.sync.close()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.save_state()
         await self.pipeline.close()
         await asyncio.gather(*(u.close() for u in self.upstreams.values()))
@@ -577,6 +610,8 @@ async def metrics_route(request: web.Request) -> web.StreamResponse:
     proxy = request.app[PROXY_KEY]
     proxy.refresh_latch_gauge()
     body, ctype = proxy.metrics.render()
+    if proxy.metrics_peers is not None:
+        body = await proxy.metrics_peers.merged(body)
     resp = web.Response(body=body)
     resp.headers["Content-Type"] = ctype
     return resp

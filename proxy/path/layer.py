@@ -60,12 +60,13 @@ class AgentLayer:
         self,
         store: LatchStore,
         upstreams: Mapping[str, Upstream],
-        on_latch: Callable[[], None] = lambda: None,
+        on_latch: Callable[[str], None] = lambda eid: None,
         plans: PlanStore | None = None,
     ) -> None:
         self.store = store
         self.upstreams = upstreams
-        self.on_latch = on_latch  # a latch was learned (the proxy refreshes its gauge)
+        # A latch was learned on an endpoint (the proxy refreshes its gauge and shares it).
+        self.on_latch = on_latch
         self.calibration = Calibration()
         self.rescuer = rescue.Rescuer(plans or MemoryPlans(), self._summarise)
         self._windows: dict[str, WindowDiscovery] = {}
@@ -406,7 +407,7 @@ class AgentLayer:
         )
         notice = refusal_notice(refusal, job.events.model, job.upstream.name)
         job.events.emit(ev.REFUSAL, notice, capability=refusal.capability)
-        self.on_latch()
+        self.on_latch(job.upstream.endpoint_id)
         return Decision("resend", reason="latched")
 
     def _raced(self, job: Job) -> bool:

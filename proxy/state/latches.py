@@ -276,6 +276,20 @@ class LatchStore:
 
     def to_snapshot(self) -> dict[str, Any]:
         """The whole store as plain JSON-able data (BEHAVIOUR 2.7)."""
+        return self._snapshot(self._endpoints)
+
+    def snapshot_of(self, eid: str) -> dict[str, Any]:
+        """A snapshot holding only endpoint `eid` (none when it has no latches): what one
+        process tells the others it learned there (`proxy.state.sync`)."""
+        endpoint = self._endpoints.get(eid)
+        return self._snapshot({} if endpoint is None else {eid: endpoint})
+
+    def endpoint_ids(self) -> list[str]:
+        """The endpoints that hold latches."""
+        return list(self._endpoints)
+
+    @staticmethod
+    def _snapshot(endpoints: dict[str, EndpointLatches]) -> dict[str, Any]:
         return {
             "version": SNAPSHOT_VERSION,
             "saved_at": time.time(),
@@ -290,7 +304,7 @@ class LatchStore:
                         for name, m in endpoint.models.items()
                     },
                 }
-                for eid, endpoint in self._endpoints.items()
+                for eid, endpoint in endpoints.items()
             },
         }
 

@@ -38,6 +38,8 @@ def test_help_lists_every_flag() -> None:
         "--host",
         "--port",
         "--state-file",
+        "--state",
+        "--workers",
         "--retries",
         "--on-overflow",
         "--idle-timeout",
@@ -186,7 +188,7 @@ def test_serving_sets_the_collector_thresholds(monkeypatch: pytest.MonkeyPatch) 
 @pytest.mark.parametrize(
     ("argv", "prefix"),
     [
-        (["--upstream", "http://127.0.0.1:1/v1", "--state", "redis://u:pw@h/0"], "--state"),
+        (["--upstream", "http://127.0.0.1:1/v1", "--state-f", "redis://u:pw@h/0"], "--state-f"),
         (["--upstream", "http://127.0.0.1:1/v1", "--first-token", "5"], "--first-token"),
         (["--up", "http://127.0.0.1:1/v1"], "--up"),
         (["latches", "--state", "redis://u:pw@h/0", "show"], "--state"),
