@@ -258,21 +258,7 @@ def parse_upstream(raw: object, where: str) -> UpstreamConfig:
     up.api_key_env, up.api_key = _env_key(f"{where}.api_key_env", raw.get("api_key_env"))
     if "models" in raw:
         up.models = _str_list(f"{where}.models", raw["models"])
-    for flag in ("forward_client_auth", "recover_tool_calls", "exact_token_count", "affinity"):
-        if flag in raw:
-            if not isinstance(raw[flag], bool):
-                raise ConfigError(f"{where}.{flag}: expected true or false")
-            setattr(up, flag, raw[flag])
-    for key in ("retries", "heal_retries", "prune_keep_last", "prune_max_chars"):
-        if key in raw:
-            setattr(up, key, _num(f"{where}.{key}", raw[key], integer=True))
-    if "health_interval" in raw:
-        up.health_interval = float(
-            _num(f"{where}.health_interval", raw["health_interval"], minimum=0.5)
-        )
-    for key in ("idle_timeout", "request_timeout", "connect_timeout", "loading_timeout"):
-        if key in raw:
-            setattr(up, key, float(_num(f"{where}.{key}", raw[key])))
+    _upstream_scalars(up, raw, where)
     if "first_token_timeout" in raw:
         up.first_token_timeout = float(
             _num(f"{where}.first_token_timeout", raw["first_token_timeout"])
@@ -304,6 +290,25 @@ def parse_upstream(raw: object, where: str) -> UpstreamConfig:
         if key in raw:
             setattr(up, key, _str_list(f"{where}.{key}", raw[key]))
     return up
+
+
+def _upstream_scalars(up: UpstreamConfig, raw: dict[str, Any], where: str) -> None:
+    """The switches, counts and seconds of one `[[upstreams]]` table."""
+    for flag in ("forward_client_auth", "recover_tool_calls", "exact_token_count", "affinity"):
+        if flag in raw:
+            if not isinstance(raw[flag], bool):
+                raise ConfigError(f"{where}.{flag}: expected true or false")
+            setattr(up, flag, raw[flag])
+    for key in ("retries", "heal_retries", "prune_keep_last", "prune_max_chars"):
+        if key in raw:
+            setattr(up, key, _num(f"{where}.{key}", raw[key], integer=True))
+    if "health_interval" in raw:
+        up.health_interval = float(
+            _num(f"{where}.health_interval", raw["health_interval"], minimum=0.5)
+        )
+    for key in ("idle_timeout", "request_timeout", "connect_timeout", "loading_timeout"):
+        if key in raw:
+            setattr(up, key, float(_num(f"{where}.{key}", raw[key])))
 
 
 def _members(raw: dict[str, Any], where: str) -> list[MemberConfig]:
@@ -476,6 +481,14 @@ def apply_server_table(
         )
     if "log_level" in server:
         settings.log_level = _choice("server.log_level", server["log_level"], LOG_LEVELS)
+    _server_numbers(settings, server)
+    if "workers" in server:
+        settings.workers = parse_workers("server.workers", server["workers"])
+    if "state" in server:
+        settings.state_url = parse_state_url("server.state", server["state"])
+
+
+def _server_numbers(settings: Settings, server: dict[str, Any]) -> None:
     if "probe_interval" in server:
         settings.probe_interval = float(
             _num("server.probe_interval", server["probe_interval"], minimum=1)
@@ -488,10 +501,6 @@ def apply_server_table(
         settings.model_label_cap = _num(
             "server.model_label_cap", server["model_label_cap"], minimum=1, integer=True
         )
-    if "workers" in server:
-        settings.workers = parse_workers("server.workers", server["workers"])
-    if "state" in server:
-        settings.state_url = parse_state_url("server.state", server["state"])
 
 
 def available_cores() -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,13 +29,13 @@ from proxy.http.jobs import JobMaker
 from proxy.http.messages import MessagesRoute, anthropic_errors
 from proxy.http.protocol import ErrorAnswer
 from proxy.http.request_ids import new_request_id
-from proxy.http.responses import ResponsesRoute
+from proxy.http.responses import ResponsesRoute, owner_secret
 from proxy.http.routing import Router, merge_listings
 from proxy.http.validate import check_chat, check_completion, check_embeddings, check_front_body
 from proxy.observe import logs
 from proxy.observe.events import RequestEvents
 from proxy.observe.masking import Masker, short_secrets
-from proxy.observe.metrics import Metrics
+from proxy.observe.metrics import MemberStats, Metrics
 from proxy.path.attempts import Pipeline
 from proxy.path.job import Job
 from proxy.path.layer import AgentLayer
@@ -68,6 +68,7 @@ class Proxy:
         }
         self.router = Router((u.name, u.models) for u in settings.upstreams)
         self.metrics = Metrics(model_cap=settings.model_label_cap)
+        self.metrics.members.source = self._member_stats
         self.store = LatchStore()
         self.log = logs.get_logger()
         masker = Masker(configured_secrets(settings))
@@ -87,6 +88,7 @@ class Proxy:
         self.in_flight = InFlight()
         self._save_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._checks: list[asyncio.Task[None]] = []  # the pools' health checks
 
     @property
     def masker(self) -> Masker:
@@ -100,6 +102,14 @@ class Proxy:
     def mask(self, text: str) -> str:
         """`text` with every configured secret replaced: upstreams echo keys in their errors."""
         return self.masker.text(text)
+
+    def _member_stats(self) -> Iterator[MemberStats]:
+        for upstream in self.upstreams.values():
+            for m in upstream.pool.members if upstream.pool is not None else ():
+                yield MemberStats(
+                    upstream.name, m.name, m.requests, m.failures, m.in_flight, m.healthy,
+                    m.slots, m.affinity_hits, m.affinity_misses, m.prompt_tokens, m.cached_tokens,
+                )  # fmt: skip
 
     def _count_attempt(self, job: Job, status: str) -> None:
         self.metrics.upstream_attempt(
@@ -172,6 +182,25 @@ class Proxy:
                 await self.probe_all()
             await asyncio.sleep(self.settings.probe_interval)
 
+    async def _health_loop(self, upstream: Upstream) -> None:
+        """Check a pool's members every `health_interval`; log each that goes down or up."""
+        while True:
+            try:
+                changes = await upstream.check_members()
+            except Exception as exc:  # a bug in a check must not end the checking for good
+                self.log.error("member_check", upstream=upstream.name, error=repr(exc))
+                changes = []
+            for change in changes:
+                if change.healthy is not None:
+                    say = self.log.info if change.healthy else self.log.warning
+                    say(
+                        "member_up" if change.healthy else "member_down",
+                        upstream=upstream.name,
+                        member=change.member.name,
+                        detail=self.mask(change.detail),
+                    )
+            await asyncio.sleep(upstream.config.health_interval)
+
     async def startup(self, _app: web.Application) -> None:
         if short := short_secrets(configured_secrets(self.settings)):
             self.log.warning(
@@ -183,6 +212,11 @@ class Proxy:
         self.load_state()
         await self.sync.start()
         self._probe_task = asyncio.create_task(self._probe_loop())
+        self._checks = [
+            asyncio.create_task(self._health_loop(u))
+            for u in self.upstreams.values()
+            if u.pool is not None
+        ]
 
     async def drain(self, _app: web.Application) -> None:
         """At shutdown, before connections close: let requests finish, within the grace."""
@@ -202,8 +236,10 @@ class Proxy:
             self._probe_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._probe_task
+        for task in self._checks:
+            task.cancel()
         await self.sync.close()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._checks, *self._tasks, return_exceptions=True)
         await self.save_state()
         await self.pipeline.close()
         await asyncio.gather(*(u.close() for u in self.upstreams.values()))
@@ -437,6 +473,8 @@ def _finished(proxy: Proxy, job: Job) -> None:
     tokens = token_counts(job)
     if tokens:
         proxy.metrics.tokens(upstream=name, model=model, **tokens)
+    if job.choice is not None:
+        _member_done(job, tokens)
     if logs.wanted(status, job.events):
         logs.request_line(
             job.events,
@@ -448,6 +486,18 @@ def _finished(proxy: Proxy, job: Job) -> None:
             tokens=tokens,
             **_error_field(proxy, job, status),
         )
+
+
+def _member_done(job: Job, tokens: dict[str, int] | None) -> None:
+    """A pooled request is over: its member is free, and its prompt-cache use is counted."""
+    choice, pool = job.choice, job.upstream.pool
+    if choice is None or pool is None:
+        return
+    pool.finish(choice)
+    member = choice.member
+    if tokens:
+        member.prompt_tokens += tokens["prompt"]
+        member.cached_tokens += tokens["cached"]
 
 
 def _error_field(proxy: Proxy, job: Job, status: int) -> dict[str, str]:
@@ -678,7 +728,8 @@ def create_app(settings: Settings) -> web.Application:
         app.router.add_route(method, path, handler, expect_handler=expect)
 
     direct: dict[str, Handler] = {}
-    responses = ResponsesRoute(proxy.jobs, proxy.responses, settings.keepalive)
+    secret = owner_secret(settings.client_keys)
+    responses = ResponsesRoute(proxy.jobs, proxy.responses, settings.keepalive, secret)
     messages = MessagesRoute(proxy.jobs, proxy.layer.count_tokens, settings.keepalive)
     count = anthropic_errors(
         _guarded(proxy, messages.count_tokens(), needs_key=True, route="messages")

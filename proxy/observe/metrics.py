@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import NamedTuple
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -362,6 +363,7 @@ class Metrics:
         )
         self._define_context(r)
         self._define_tools(r)
+        self._define_scale(r)
         self.schemas_relaxed = Counter(
             "latchgate_schemas_relaxed_total",
             "Requests sent with relaxed schemas.",
@@ -413,6 +415,31 @@ class Metrics:
             um,
             registry=r,
         )
+
+    def _define_scale(self, r: CollectorRegistry) -> None:
+        """Shared state and upstream pools: the backend's health, and each member's load."""
+        self.state_backend_up = Gauge(
+            "latchgate_state_backend_up",
+            "1 while the shared state backend (Redis) answers, 0 while latchgate serves from "
+            "memory without it.",
+            ("backend",),
+            registry=r,
+        )
+        self.state_backend_errors = Counter(
+            "latchgate_state_backend_errors_total",
+            "Operations on the shared state backend that failed or timed out (the request went "
+            "on from memory).",
+            ("backend", "operation"),
+            registry=r,
+        )
+        self.members = _MemberCollector()
+        r.register(self.members)
+
+    def state_backend(self, backend: str, up: bool) -> None:
+        self.state_backend_up.labels(backend).set(1 if up else 0)
+
+    def state_error(self, backend: str, operation: str) -> None:
+        self.state_backend_errors.labels(backend, operation).inc()
 
     def _define_tools(self, r: CollectorRegistry) -> None:
         """The tool-call counters: recovery, repair, healing, tool_choice, emulation."""
@@ -592,6 +619,80 @@ class Metrics:
     def render(self) -> tuple[bytes, str]:
         """The body and content type for `GET /metrics` (Prometheus text format)."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class MemberStats(NamedTuple):
+    """What a scrape shows of one member of an upstream pool (`proxy.upstreams.pool.Member`)."""
+
+    upstream: str
+    member: str
+    requests: int
+    failures: int
+    in_flight: int
+    healthy: bool
+    slots: int | None
+    affinity_hits: int
+    affinity_misses: int
+    prompt_tokens: int
+    cached_tokens: int
+
+
+# (name, type, help, value of a MemberStats) of every per-member family.
+_MEMBER_FAMILIES: tuple[tuple[str, str, str, Callable[[MemberStats], float]], ...] = (
+    ("latchgate_member_requests", "counter", "Attempts sent to each member of a pool.",
+     lambda m: m.requests),
+    ("latchgate_member_failures", "counter",
+     "Attempts on a member that failed to connect or timed out (it is then skipped until its "
+     "next good health check).", lambda m: m.failures),
+    ("latchgate_member_in_flight", "gauge", "Requests in flight on each member.",
+     lambda m: m.in_flight),
+    ("latchgate_member_healthy", "gauge", "1 while the member passes its health checks.",
+     lambda m: 1 if m.healthy else 0),
+    ("latchgate_member_slots", "gauge",
+     "Parallel slots the member has (llama.cpp total_slots), 0 while unknown.",
+     lambda m: m.slots or 0),
+    ("latchgate_member_prompt_tokens", "counter", "Prompt tokens the member was sent.",
+     lambda m: m.prompt_tokens),
+    ("latchgate_member_cached_prompt_tokens", "counter",
+     "Prompt tokens the member took from its prompt cache (llama.cpp timings.cache_n, or "
+     "the usage report's cached tokens).", lambda m: m.cached_tokens),
+)  # fmt: skip
+
+
+class _MemberCollector(Collector):
+    """Per-member series, read from the pools at scrape time (`source`): nothing on the request
+    path moves a metric for them, the pool's own counters are the truth."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Iterable[MemberStats]] = list
+
+    def describe(self) -> list[Metric]:
+        return []  # read at scrape time: nothing to check for name collisions up front
+
+    def collect(self) -> Iterator[Metric]:
+        rows = list(self.source())
+        if not rows:
+            return  # no pool: no families at all, rather than empty ones
+        labels = ("upstream", "member")
+        for name, kind, documentation, value in _MEMBER_FAMILIES:
+            family: Metric
+            if kind == "counter":
+                family = CounterMetricFamily(name, documentation, labels=labels)
+            else:
+                family = GaugeMetricFamily(name, documentation, labels=labels)
+            for row in rows:
+                family.add_metric((row.upstream, row.member), value(row))
+            yield family
+        affinity = CounterMetricFamily(
+            "latchgate_affinity",
+            "Requests of a known conversation: kept on the member of its previous turn (hit), or "
+            "moved because that member was unhealthy, already tried or clearly busier (miss).",
+            labels=("upstream", "member", "outcome"),
+        )
+        for row in rows:
+            affinity.add_metric((row.upstream, row.member, "hit"), row.affinity_hits)
+            affinity.add_metric((row.upstream, row.member, "miss"), row.affinity_misses)
+        yield affinity
 
 
 def _since(read: Callable[[], int]) -> Callable[[], float]:

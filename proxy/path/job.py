@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from proxy.errors import ProxyError
     from proxy.observe.events import RequestEvents
     from proxy.upstreams.client import Upstream
+    from proxy.upstreams.pool import Choice
 
 Action = Literal["resend", "retry", "return", "refit"]
 
@@ -129,6 +130,11 @@ class Job:
     rescue: Rescue = field(default_factory=Rescue)
     status: int = 0
     front: Front | None = None  # the API the client spoke, when it is not chat (proxy.fronts)
+    # A pooled upstream only (proxy.path.sending): the member (and slot) of the attempt in
+    # flight, the members that failed it, and its conversation's key for cache affinity.
+    choice: Choice | None = None
+    tried: frozenset[str] = frozenset()
+    conversation: str | None = None
 
     @property
     def label(self) -> str:

@@ -425,6 +425,9 @@ class AgentLayer:
 
     def on_failure(self, job: Job, reason: str, detail: str) -> Decision:
         job.upstream_error = f"{reason}: {detail}"[:500]
+        pool, choice = job.upstream.pool, job.choice
+        if pool is not None and choice is not None:
+            pool.failed(choice.member.name, reason)  # unhealthy until its next good check
         decision = self._retry(job, Transient(reason))
         if decision is not None:
             return decision
@@ -451,6 +454,9 @@ class AgentLayer:
     def _retry(self, job: Job, transient: Transient) -> Decision | None:
         if job.relayed:
             return None  # never resend once anything reached the client
+        failover = self._failover(job, transient)
+        if failover is not None:
+            return failover
         cfg = job.upstream.config
         policy = RetryPolicy(budget=cfg.retries, loading_timeout=cfg.loading_timeout)
         waited = job.negotiation.loading_waited
@@ -476,6 +482,26 @@ class AgentLayer:
                 reason=transient.reason,
             )
         return Decision("retry", wait=wait, reason=transient.reason)
+
+    @staticmethod
+    def _failover(job: Job, transient: Transient) -> Decision | None:
+        """A pool member failed before anything reached the client: the request goes to another
+        member at once, once per member, without spending the client's retry budget (which is
+        for an upstream that is down as a whole)."""
+        pool, choice = job.upstream.pool, job.choice
+        if pool is None or choice is None:
+            return None
+        tried = job.tried | {choice.member.name}
+        if not pool.retry_member(tried):
+            return None
+        job.tried = tried
+        job.events.emit(
+            ev.RETRY,
+            f"{job.upstream.name}: member {choice.member.name} failed ({transient.reason}); "
+            "sent to another member.",
+            reason="failover",
+        )
+        return Decision("retry", reason="failover")
 
     # -- on the way back --------------------------------------------------------------------
     def on_usage(self, job: Job, usage: dict[str, Any]) -> None:

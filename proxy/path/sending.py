@@ -10,19 +10,31 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 
+from proxy.agent.rescue.transcript import conversation_key
 from proxy.errors import ProxyError
 from proxy.path.deadlines import Deadlines
 from proxy.path.job import Decision, Job, Layer
 from proxy.upstreams.client import forwardable_headers
+from proxy.upstreams.pool import Pool, id_slot_body
 
 MAX_ERROR_BODY = 1024 * 1024  # an upstream error body larger than this is cut (it is prose)
 SETTLE_TIMEOUT = 5.0  # seconds to wait for a server to end a stream's body after [DONE]
 
 OnAttempt = Callable[[Job, str], None]
+
+
+def affinity_key(job: Job) -> str | None:
+    """The conversation a request belongs to, for cache affinity: its `prompt_cache_key`, its
+    `user`, else a digest of its leading messages, per client key (as context rescue keys its
+    plans). None for a request with no conversation (embeddings, completions)."""
+    body = job.body
+    if "messages" not in body and "prompt_cache_key" not in body and "user" not in body:
+        return None
+    return conversation_key(body, job.client_auth or "")
 
 
 class Sender:
@@ -47,8 +59,12 @@ class Sender:
         job.attempts += 1
         job.upstream_headers = {}  # never the headers of an earlier attempt
         t0 = time.perf_counter()
+        upstream = job.upstream
         try:
-            resp = await job.upstream.open(job.path, payload, client_auth=job.client_auth)
+            if upstream.pool is None:
+                resp = await upstream.open(job.path, payload, client_auth=job.client_auth)
+            else:
+                resp = await self._open_pooled(job, upstream.pool, payload)
         except (aiohttp.ClientConnectionError, OSError) as exc:
             self.on_attempt(job, "error")
             return self.layer.on_failure(job, "connect", f"{type(exc).__name__}: {exc}")
@@ -65,6 +81,21 @@ class Sender:
             headers = {name: job.masker.text(value) for name, value in headers.items()}
         job.upstream_headers = headers
         return resp
+
+    @staticmethod
+    def _open_pooled(job: Job, pool: Pool, payload: bytes) -> Awaitable[aiohttp.ClientResponse]:
+        """Open on a member of the pool: the one its conversation was on, else the least busy
+        (`Pool.choose`), on the conversation's llama.cpp slot when one is known."""
+        if job.choice is not None:
+            pool.finish(job.choice)  # the last attempt's member is free again
+        elif pool.affinity and job.conversation is None:
+            job.conversation = affinity_key(job)
+        pinned = "id_slot" in job.body
+        job.choice = choice = pool.choose(job.conversation, job.tried, client_slot=pinned)
+        if choice.slot is not None:  # a slot count is known only from llama.cpp's /props
+            payload = id_slot_body(payload, choice.slot)
+        base = choice.member.base
+        return job.upstream.open_on(base, job.path, payload, client_auth=job.client_auth)
 
     async def start(self, job: Job) -> aiohttp.ClientResponse | Decision:
         """`open`, and an error status judged at once: a 2xx response, or the decision."""

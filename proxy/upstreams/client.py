@@ -4,6 +4,12 @@ An `Upstream` owns the connection pool, the key, the detected server kind and th
 (`/v1/models` listing, readiness). The request pipeline asks it to `open` a request and gets the
 live `aiohttp.ClientResponse` back, so it can stream or read whole as it chooses; everything about
 what to send and what to do with the answer lives elsewhere.
+
+An upstream of several servers (`base_urls`) has a `pool` (`proxy.upstreams.pool`): the sender
+chooses a member per attempt and opens on its base URL (`open_on`); latchgate's own requests
+(probes, windows, token counts, summaries) go to the first healthy member (`base`, `root`),
+moved after each health check (`check_members`). A one-server upstream has no pool and pays
+nothing for it.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from aiohttp import ClientResponse, ClientSession, ClientTimeout, DummyCookieJar
 from proxy import __version__
 from proxy.headers import header_value
 from proxy.settings import LOCAL_KINDS, UpstreamConfig
+from proxy.upstreams.pool import Change, Pool
 
 # Response headers worth passing to the client. Everything else (hop-by-hop headers, lengths and
 # encodings that no longer hold after relaying, the upstream's Server header) stays behind.
@@ -65,6 +72,7 @@ class Upstream:
         self._session: ClientSession | None = None
         self.base = config.base_url.rstrip("/")
         self.root = config.server_root.rstrip("/")
+        self.pool = Pool.from_config(config) if len(config.pool) > 1 else None
         self.ready = False
         self.last_probe: float | None = None
         self.last_probe_error: str | None = None
@@ -141,6 +149,25 @@ class Upstream:
         every resume of the request.
         """
         return self.session.post(self.url(path), data=body, headers=self.headers(client_auth))
+
+    def open_on(
+        self, base: str, path: str, body: bytes, *, client_auth: str | None = None
+    ) -> Awaitable[ClientResponse]:
+        """`open`, on one member of the pool (its base URL)."""
+        return self.session.post(base + path, data=body, headers=self.headers(client_auth))
+
+    async def check_members(self) -> list[Change]:
+        """Health-check the pool's members (`Pool.check`); latchgate's own requests then go to
+        the first healthy one. What changed, for the caller to log."""
+        if self.pool is None:
+            return []
+        changes = await self.pool.check(self._get_any)
+        first = next((m for m in self.pool.members if m.healthy), self.pool.members[0])
+        self.base, self.root = first.base, first.root
+        return changes
+
+    async def _get_any(self, url: str, timeout: float) -> tuple[int, Any]:
+        return await self.get_json(url, timeout=timeout)
 
     async def request(
         self, method: str, path: str, query: str = "", *, client_auth: str | None = None

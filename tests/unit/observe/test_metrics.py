@@ -264,6 +264,8 @@ def test_render_parses_and_names_every_metric() -> None:
         "latchgate_inflight_requests": "gauge",
         "latchgate_client_disconnects": "counter",
         "latchgate_log_write_failures": "counter",
+        "latchgate_state_backend_up": "gauge",
+        "latchgate_state_backend_errors": "counter",
     }
     # prometheus-client adds a `<name>_created` gauge per counter and histogram; not ours to list.
     ours = {

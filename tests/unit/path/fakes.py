@@ -107,6 +107,7 @@ class FakeUpstream:
         self.name = "fake"
         self.endpoint_id = "0" * 64
         self.config = UpstreamConfig(name="fake", base_url="http://fake/v1", **config)
+        self.pool = None  # one server
 
     async def open(self, path: str, body: bytes, *, client_auth: str | None = None) -> Any:
         self.sent.append(body)
