@@ -1,5 +1,10 @@
 """Running the application: bind, serve until a signal, shut down cleanly (saving latches).
 
+One process serves by default; with `settings.workers > 1`, `run` hands over to the supervisor
+(`proxy.http.workers`), which starts that many processes of `run_worker`. A worker serves the
+same application the same way (`start`), on its own SO_REUSEPORT socket, with its siblings
+attached (`proxy.http.siblings`): one code path for one process and for N.
+
 `handler_cancellation=True` is chosen on purpose: when a client disconnects, aiohttp cancels the
 handler, which closes the upstream request at once, so a model server stops generating for
 nobody. (aiohttp's default keeps running the handler to completion.)
@@ -11,11 +16,17 @@ import asyncio
 import contextlib
 import gc
 import signal
+import socket
+from multiprocessing.connection import Connection
 
 from aiohttp import web
 
+from proxy.http import workers
 from proxy.http.app import DIRECT_ROUTES, PROXY_KEY, create_app, direct_dispatch, protocol_answer
 from proxy.http.protocol import Runner
+from proxy.http.siblings import Siblings
+from proxy.http.workers import WorkerPlace
+from proxy.observe import logs
 from proxy.settings import Settings
 
 
@@ -27,9 +38,17 @@ def _loop_factory() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def start(settings: Settings) -> tuple[web.AppRunner, int]:
-    """Start serving `settings`; returns the runner and the bound port (useful with port 0)."""
+async def start(
+    settings: Settings, *, sock: socket.socket | None = None, siblings: Siblings | None = None
+) -> tuple[web.AppRunner, int]:
+    """Start serving `settings`; returns the runner and the bound port (useful with port 0).
+
+    A worker passes its own socket `sock` (bound, not listening) and its `siblings`, attached to
+    the proxy before it starts (its start-up takes in the siblings' latches).
+    """
     app = create_app(settings)
+    if siblings is not None:
+        siblings.attach(app[PROXY_KEY])
     runner = Runner(
         app,
         answer=protocol_answer(app[PROXY_KEY]),
@@ -41,7 +60,11 @@ async def start(settings: Settings) -> tuple[web.AppRunner, int]:
     assert server is not None  # set by `setup`
     # Read by each new connection: set before the site accepts any.
     server.request_handler = direct_dispatch(app[DIRECT_ROUTES], server.request_handler)
-    site = web.TCPSite(runner, settings.host, settings.port, backlog=1024)
+    site: web.BaseSite
+    if sock is None:
+        site = web.TCPSite(runner, settings.host, settings.port, backlog=1024)
+    else:
+        site = web.SockSite(runner, sock, backlog=1024)
     await site.start()
     port = settings.port
     listening = getattr(site, "_server", None)
@@ -50,9 +73,17 @@ async def start(settings: Settings) -> tuple[web.AppRunner, int]:
     return runner, port
 
 
-async def _serve(settings: Settings) -> None:
-    from proxy.observe import logs
+def _stop_on(*signals: signal.Signals) -> asyncio.Event:
+    """An event set by any of `signals`."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in signals:
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    return stop
 
+
+async def _serve(settings: Settings) -> None:
     runner, port = await start(settings)
     logs.get_logger().info(
         "listening",
@@ -60,15 +91,30 @@ async def _serve(settings: Settings) -> None:
         port=port,
         upstreams=[u.name for u in settings.upstreams],
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+    stop = _stop_on(signal.SIGINT, signal.SIGTERM)
     try:
         await stop.wait()
     finally:
         await runner.cleanup()
+
+
+async def _serve_worker(settings: Settings, place: WorkerPlace, ready: Connection) -> None:
+    # SIGTERM only: the supervisor sends it (also for a Ctrl-C, which workers ignore).
+    stop = _stop_on(signal.SIGTERM)
+    sock = workers.listening_socket(settings.host, place.port)
+    siblings = Siblings(place.runtime_dir, place.index, settings.workers)
+    runner, _ = await start(settings, sock=sock, siblings=siblings)
+    watch = asyncio.create_task(workers.watch_supervisor(place, stop))
+    try:
+        await siblings.open()
+        workers.report_ready(ready)
+        await stop.wait()
+    finally:
+        watch.cancel()
+        # The siblings' socket stays open while requests drain: scrapes still count this one.
+        await runner.cleanup()
+        await siblings.close()
+        workers.leave(place)
 
 
 # CPython collects its youngest generation every 700 container allocations; one proxied request
@@ -78,7 +124,23 @@ async def _serve(settings: Settings) -> None:
 GC_THRESHOLDS = (10_000, 20, 20)
 
 
-def run(settings: Settings) -> None:
+def _prepare_process() -> None:
     _loop_factory()
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+def run_worker(settings: Settings, place: WorkerPlace, ready: Connection) -> None:
+    """A worker process's entry point (`workers.WorkerTarget`), run by the supervisor."""
+    workers.become_worker(settings, place)
+    _prepare_process()
+    asyncio.run(_serve_worker(settings, place, ready))
+
+
+def run(settings: Settings) -> None:
+    """Serve until SIGTERM or SIGINT: in this process, or in `settings.workers` supervised
+    ones. Raises OSError when the address cannot be bound."""
+    if settings.workers > 1:
+        workers.supervise(settings, run_worker)
+        return
+    _prepare_process()
     asyncio.run(_serve(settings))
