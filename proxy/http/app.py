@@ -42,7 +42,9 @@ from proxy.path.layer import AgentLayer
 from proxy.path.usage import token_counts
 from proxy.settings import Settings, configured_secrets
 from proxy.state.latches import SNAPSHOT_VERSION, LatchStore, endpoint_id
-from proxy.state.responses import MemoryStore
+from proxy.state.redis import RedisLatches, RedisPlans, RedisResponses, RedisState
+from proxy.state.rescues import MemoryPlans, PlanStore
+from proxy.state.responses import MemoryStore, ResponseStore
 from proxy.state.snapshots import load_file, save_file, set_aside
 from proxy.state.sync import LatchSync, NoSync
 from proxy.upstreams.client import Upstream
@@ -73,17 +75,25 @@ class Proxy:
         self.log = logs.get_logger()
         masker = Masker(configured_secrets(settings))
         logs.mask_secrets(masker)
-        # Latch changes shared with the other workers or replicas (set before start-up by
-        # whoever runs this proxy among others: proxy.http.server, or the Redis state).
+        # Latch changes shared with the other workers or replicas: through Redis when a state
+        # URL is set, else set before start-up by whoever runs this proxy among other workers
+        # (proxy.http.server).
         self.sync: LatchSync = NoSync()
         # The other workers' metrics, merged into a scrape (proxy.http.siblings), when any.
         self.metrics_peers: MetricsPeers | None = None
-        self.layer = AgentLayer(self.store, self.upstreams, on_latch=self._latched)
+        bounds = settings.store
+        memory = MemoryStore(bounds.max_entries, bounds.max_bytes, bounds.max_age)
+        self.responses: ResponseStore = memory
+        plans: PlanStore = MemoryPlans()
+        if settings.state_url is not None:
+            shared = self._shared(settings.state_url)
+            self.sync = RedisLatches(shared, self.store, self.merged)
+            self.responses = RedisResponses(shared, memory)
+            plans = RedisPlans(shared, MemoryPlans())
+        self.layer = AgentLayer(self.store, self.upstreams, on_latch=self._latched, plans=plans)
         self.listeners = (self.metrics.on_event,)  # every request's event listeners
         self.pipeline = Pipeline(self.layer, on_attempt=self._count_attempt)
         self.jobs = JobMaker(self.router, self.upstreams, self.listeners, masker)
-        bounds = settings.store
-        self.responses = MemoryStore(bounds.max_entries, bounds.max_bytes, bounds.max_age)
         self._probe_task: asyncio.Task[None] | None = None
         self.in_flight = InFlight()
         self._save_lock = asyncio.Lock()
@@ -114,6 +124,17 @@ class Proxy:
     def _count_attempt(self, job: Job, status: str) -> None:
         self.metrics.upstream_attempt(
             upstream=job.upstream.name, model=job.events.model, status=status
+        )
+
+    def _shared(self, url: str) -> RedisState:
+        """The Redis state every shared store goes through, its health on the gauge."""
+        metrics = self.metrics
+        metrics.state_backend("redis", False)
+        return RedisState(
+            url,
+            self.log,
+            on_status=lambda up: metrics.state_backend("redis", up),
+            on_error=lambda operation: metrics.state_error("redis", operation),
         )
 
     def _latched(self, eid: str) -> None:

@@ -14,6 +14,7 @@ passthrough upstreams, which keep their own.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -47,10 +48,19 @@ def passes_through(upstream: Upstream) -> bool:
     return mode == "passthrough" or (mode == "auto" and upstream.kind == "openai")
 
 
-def owner_of(request: web.Request) -> str:
-    """Whose stored responses a request may see: a digest of its key (no key is ever kept)."""
-    key = bearer(request.headers) or ""
-    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
+def owner_secret(client_keys: list[str]) -> bytes:
+    """The key of the owner digests: made from this proxy's client keys, which every replica
+    sharing a store has (so they agree on owners) and whoever reads the store does not (so a
+    digest there cannot be tried against guessed keys, as a plain hash could). Changing the
+    client keys orphans what was stored before, as a new key sees nothing of an old one's."""
+    material = "\0".join(sorted(client_keys)).encode("utf-8", "surrogateescape")
+    return hashlib.sha256(b"latchgate owner\0" + material).digest()
+
+
+def owner_of(request: web.Request, secret: bytes) -> str:
+    """Whose stored responses a request may see: an HMAC of its key (no key is ever kept)."""
+    key = (bearer(request.headers) or "").encode("utf-8", "surrogateescape")
+    return hmac.new(secret, key, hashlib.sha256).hexdigest()
 
 
 def not_found(response_id: str) -> ProxyError:
@@ -63,10 +73,13 @@ def not_found(response_id: str) -> ProxyError:
 class ResponsesRoute:
     """`POST /v1/responses`: the job for a body, and the store after the answer."""
 
-    def __init__(self, jobs: JobMaker, store: ResponseStore, keepalive: float) -> None:
+    def __init__(
+        self, jobs: JobMaker, store: ResponseStore, keepalive: float, secret: bytes
+    ) -> None:
         self.jobs = jobs
         self.store = store
         self.keepalive = keepalive
+        self.secret = secret  # of the owner digests (`owner_secret`)
 
     async def job(self, request: web.Request, rid: str, raw: bytes, body: dict[str, Any]) -> Job:
         upstream = await self.jobs.detected(body["model"])
@@ -81,7 +94,7 @@ class ResponsesRoute:
                       translated.encrypted_reasoning)  # fmt: skip
         front = job.front = ResponsesFront(ctx, translated.store, keepalive=self.keepalive)
         if front.store:  # what only storing needs (Codex, the busiest client, stores nothing)
-            front.owner = owner_of(request)
+            front.owner = owner_of(request, self.secret)
             front.input_items = [*history, *identified(items)]
         for notice in translated.notices:
             job.events.emit(ev.INFO, notice)
@@ -95,7 +108,7 @@ class ResponsesRoute:
         references = any(isinstance(i, dict) and _is_reference(i) for i in items)
         if body.get("previous_response_id") is None and not references:
             return [], items  # the usual request: nothing to read from the store
-        owner = owner_of(request)
+        owner = owner_of(request, self.secret)
         return await self._history(owner, body), await self._resolved(owner, items)
 
     async def _history(self, owner: str, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -176,7 +189,7 @@ class ResponsesRoute:
 
         async def delete(request: web.Request) -> web.StreamResponse:
             response_id = request.match_info["response_id"]
-            if await self.store.delete(owner_of(request), response_id):
+            if await self.store.delete(owner_of(request, self.secret), response_id):
                 body = {"id": response_id, "object": "response", "deleted": True}
                 return web.json_response(body, dumps=_dumps)
             forwarded = await self._forward(request)
@@ -197,7 +210,7 @@ class ResponsesRoute:
 
     async def _stored(self, request: web.Request) -> StoredResponse | web.StreamResponse:
         response_id = request.match_info["response_id"]
-        stored = await self.store.get(owner_of(request), response_id)
+        stored = await self.store.get(owner_of(request, self.secret), response_id)
         if stored is not None:
             return stored
         forwarded = await self._forward(request)
