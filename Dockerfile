@@ -6,6 +6,8 @@
 #
 # Config is read from /config/latchgate.toml and learned latches persist in
 # /data/latchgate-state.json; both are volumes so the image itself stays stateless.
+# Several replicas share their state through Redis: compose.yaml runs two of them and a Redis
+# service (`--state redis://redis:6379/0`), each with one worker per core (`--workers auto`).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
