@@ -256,6 +256,11 @@ def parse_upstream(raw: object, where: str) -> UpstreamConfig:
         up.members = members
     up.kind = _choice(f"{where}.kind", raw.get("kind", "auto"), KINDS)
     up.api_key_env, up.api_key = _env_key(f"{where}.api_key_env", raw.get("api_key_env"))
+    if up.api_key and any(urlsplit(m.base_url).password for m in members):
+        raise ConfigError(
+            f"{where}: a URL with a user and password and api_key_env both give credentials; "
+            "keep one (the key goes as 'Authorization: Bearer', the URL's as Basic auth)"
+        )
     if "models" in raw:
         up.models = _str_list(f"{where}.models", raw["models"])
     _upstream_scalars(up, raw, where)

@@ -531,6 +531,11 @@ class StreamRelay:
         job = self.job
         if not job.relayed:
             return self.layer.on_failure(job, *failure)
+        pool, choice = job.upstream.pool, job.choice
+        if pool is not None and choice is not None:
+            # Nothing can be resent, but the member failed all the same: until its next good
+            # check, the conversation's next turn must not go back to it.
+            pool.failed(choice.member.name, failure[0])
         message = (
             f"The upstream {job.upstream.name} {what}; the answer is incomplete. "
             f"Retry the request{advice}."

@@ -241,7 +241,10 @@ class Upstream:
         return len(tokens) if status == 200 and isinstance(tokens, list) else None
 
     async def probe(self) -> bool:
-        """Fetch the model listing; the upstream is ready when it answers 200."""
+        """Fetch the model listing; the upstream is ready when it answers 200 (a pool: its
+        members are checked first, and the listing asked of a healthy one)."""
+        if self.pool is not None:
+            await self.check_members()  # the probe then goes to a member that is up
         self.last_probe = time.time()
         try:
             status, data = await self.get_json(self.url("/models"))

@@ -212,7 +212,13 @@ class Pool:
         tracked = self.affinity and key is not None
         prev = self._table.get(key) if tracked and key is not None else None
         member = self._pick(prev, exclude)
-        slot = None if client_slot or member.slots is None else self._slot(member, prev)
+        # Slots only with affinity: without it, llama.cpp's own choice (the slot whose cached
+        # prompt is most similar) is better than a pinned slot that may hold another prompt.
+        slot = (
+            None
+            if client_slot or not self.affinity or member.slots is None
+            else self._slot(member, prev)
+        )
         choice = Choice(member, slot)
         self._start(choice)
         if tracked and key is not None:
