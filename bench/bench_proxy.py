@@ -75,6 +75,8 @@ TARGETS = (
     "latchgate-compare-info",
     "latchgate-responses",
     "latchgate-messages",
+    "latchgate-workers2",
+    "latchgate-redis",
 )
 DEFAULT_TARGETS = ("direct", "relay", "latchgate", "latchgate-info")
 # The fronts are measured against the chat route of the same tree (`latchgate`).
@@ -265,11 +267,20 @@ def upstream_command(impl: str, port: int, run_dir: Path) -> tuple[str, list[str
     return "asyncio", fake.asyncio_command(port)
 
 
+# Issue 21's targets: the same tree with two workers, and with the shared Redis state (set
+# LATCHGATE_BENCH_REDIS to a running server's URL, e.g. redis://127.0.0.1:6379/0).
+SCALE_FLAGS = {
+    "latchgate-workers2": lambda: ["--workers", "2"],
+    "latchgate-redis": lambda: ["--state", os.environ["LATCHGATE_BENCH_REDIS"]],
+}
+
+
 def target_command(target: str, base: str, port: int, run_dir: Path) -> list[str]:
     if target.startswith("relay"):
         cmd = [sys.executable, str(BENCH / "relay.py"), "--upstream", base, "--port", str(port)]
         return cmd + (["--handler-cancellation"] if target == "relay-cancel" else [])
     level = "info" if target.endswith("-info") else "warning"
+    extra = SCALE_FLAGS[target]() if target in SCALE_FLAGS else []
     return [
         sys.executable,
         "-m",
@@ -284,6 +295,7 @@ def target_command(target: str, base: str, port: int, run_dir: Path) -> list[str
         level,
         "--state-file",
         str(run_dir / f"state-{port}.json"),
+        *extra,
     ]
 
 
