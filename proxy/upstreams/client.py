@@ -14,6 +14,7 @@ nothing for it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Mapping
 from typing import Any
@@ -73,6 +74,8 @@ class Upstream:
         self.base = config.base_url.rstrip("/")
         self.root = config.server_root.rstrip("/")
         self.pool = Pool.from_config(config) if len(config.pool) > 1 else None
+        self.members_checked = False  # the pool's members have been checked once
+        self._checking = asyncio.Lock()
         self.ready = False
         self.last_probe: float | None = None
         self.last_probe_error: str | None = None
@@ -158,10 +161,15 @@ class Upstream:
 
     async def check_members(self) -> list[Change]:
         """Health-check the pool's members (`Pool.check`); latchgate's own requests then go to
-        the first healthy one. What changed, for the caller to log."""
+        the first healthy one. What changed, for the caller to log.
+
+        One check at a time (the health loop and the first probe may both ask): `Pool.check`
+        is not made to overlap with itself, and a second check at once would learn nothing."""
         if self.pool is None:
             return []
-        changes = await self.pool.check(self._get_any)
+        async with self._checking:
+            changes = await self.pool.check(self._get_any)
+            self.members_checked = True
         first = next((m for m in self.pool.members if m.healthy), self.pool.members[0])
         self.base, self.root = first.base, first.root
         return changes
@@ -243,8 +251,10 @@ class Upstream:
     async def probe(self) -> bool:
         """Fetch the model listing; the upstream is ready when it answers 200 (a pool: its
         members are checked first, and the listing asked of a healthy one)."""
-        if self.pool is not None:
-            await self.check_members()  # the probe then goes to a member that is up
+        if self.pool is not None and not self.members_checked:
+            # Only before the first check: after it, the health loop keeps `base` on a member
+            # that is up.
+            await self.check_members()
         self.last_probe = time.time()
         try:
             status, data = await self.get_json(self.url("/models"))
