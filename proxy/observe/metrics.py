@@ -44,6 +44,7 @@ from prometheus_client.utils import floatToGoString
 from proxy.observe import events as ev
 from proxy.observe.events import Event, RequestEvents
 from proxy.observe.logs import write_failures
+from proxy.observe.managed_metrics import ManagedCollector
 
 OTHER = "other"
 
@@ -434,6 +435,8 @@ class Metrics:
         )
         self.members = _MemberCollector()
         r.register(self.members)
+        self.managed = ManagedCollector()
+        r.register(self.managed)
 
     def state_backend(self, backend: str, up: bool) -> None:
         self.state_backend_up.labels(backend).set(1 if up else 0)

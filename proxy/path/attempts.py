@@ -23,6 +23,7 @@ import orjson
 from aiohttp import web
 
 from proxy.errors import ProxyError, error_body
+from proxy.managed.fleet import StartFailed, unavailable
 from proxy.observe import events as ev
 from proxy.path import client as out
 from proxy.path import reask, stream_relay
@@ -49,6 +50,8 @@ class Pipeline:
     async def run(self, request: web.Request, job: Job) -> web.StreamResponse:
         """Answer one client request; always returns a response (or a finished stream)."""
         try:
+            if job.upstream.managed is not None and (unstarted := await self._lease(job)):
+                return unstarted
             problem = await self.layer.preflight(job)  # here, not in _preflight: one frame less
             if problem is not None:
                 return self._refused(job, problem)
@@ -70,6 +73,23 @@ class Pipeline:
                 return await self._interrupted(request, job)
             self._client_left(job)
             raise asyncio.CancelledError() from None
+        finally:
+            if job.lease is not None:
+                job.lease.release()
+
+    async def _lease(self, job: Job) -> web.Response | None:
+        """Hold the managed llama-server (started, or waited for, first); the refusal when it
+        cannot start."""
+        managed = job.upstream.managed
+        assert managed is not None  # checked by the caller
+        t0 = time.perf_counter()
+        try:
+            job.lease = await managed.acquire()
+        except StartFailed as failed:
+            return self._refused(job, unavailable(job.upstream.name, failed))
+        finally:
+            job.upstream_wait += time.perf_counter() - t0  # a model's load is not our overhead
+        return None
 
     async def _preflight(self, job: Job) -> web.Response | None:
         """The agent layer's check again, when the upstream said the request overflows: None to

@@ -24,6 +24,7 @@ from proxy.observe.masking import Masker
 
 if TYPE_CHECKING:
     from proxy.errors import ProxyError
+    from proxy.managed.fleet import Lease
     from proxy.observe.events import RequestEvents
     from proxy.upstreams.client import Upstream
     from proxy.upstreams.pool import Choice
@@ -64,6 +65,7 @@ class Negotiation:
     emulated: bool = False  # the tools are described in the prompt (native_tools latched off)
     relaxed: bool = False  # schemas went out relaxed (announced once)
     loading_waited: float = 0.0  # seconds spent polling a loading model
+    restart_waited: bool = False  # a managed server broke the connection, and was waited for
     chars: int | None = None  # the prompt's size estimate, when a window made it matter
     calibrated: bool = False  # the estimate was calibrated from this request's usage
 
@@ -135,6 +137,9 @@ class Job:
     choice: Choice | None = None
     tried: frozenset[str] = frozenset()
     conversation: str | None = None
+    # A managed upstream only (proxy.managed): the request's hold on its llama-server, taken
+    # before anything is asked of it, released when the request is over.
+    lease: Lease | None = None
 
     @property
     def label(self) -> str:

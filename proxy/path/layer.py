@@ -51,6 +51,7 @@ from proxy.upstreams.client import Upstream
 # guard against a server that keeps refusing in ever new words.
 MAX_RESENDS = 12
 _FAILURE_STATUS = {"connect": 502, "timeout": 504, "silent": 504}
+RESTART_NOTICE = 0.5  # seconds before a request on a managed server that broke is resent
 
 
 class AgentLayer:
@@ -454,7 +455,7 @@ class AgentLayer:
     def _retry(self, job: Job, transient: Transient) -> Decision | None:
         if job.relayed:
             return None  # never resend once anything reached the client
-        failover = self._failover(job, transient)
+        failover = self._failover(job, transient) or self._restart(job, transient)
         if failover is not None:
             return failover
         cfg = job.upstream.config
@@ -502,6 +503,24 @@ class AgentLayer:
             reason="failover",
         )
         return Decision("retry", reason="failover")
+
+    @staticmethod
+    def _restart(job: Job, transient: Transient) -> Decision | None:
+        """A managed llama-server that broke the connection has most likely died, and is being
+        restarted: the request waits for it (`Sender.open`), once, without spending the retry
+        budget (which is for a server that keeps failing)."""
+        if job.lease is None or transient.reason != "connect" or job.negotiation.restart_waited:
+            return None
+        job.negotiation.restart_waited = True
+        job.events.emit(
+            ev.RETRY,
+            f"{job.upstream.name}: its llama-server broke the connection; the request waits "
+            "for it to be restarted.",
+            reason="restart",
+        )
+        # Time for the supervisor to see the exit, so the next attempt waits for the restart
+        # instead of meeting a closed port.
+        return Decision("retry", wait=RESTART_NOTICE, reason="restart")
 
     # -- on the way back --------------------------------------------------------------------
     def on_usage(self, job: Job, usage: dict[str, Any]) -> None:

@@ -16,6 +16,8 @@ import aiohttp
 
 from proxy.agent.rescue.transcript import conversation_key
 from proxy.errors import ProxyError
+from proxy.managed.fleet import StartFailed, unavailable
+from proxy.managed.process import State
 from proxy.path.deadlines import Deadlines
 from proxy.path.job import Decision, Job, Layer
 from proxy.upstreams.client import forwardable_headers
@@ -60,6 +62,10 @@ class Sender:
         job.upstream_headers = {}  # never the headers of an earlier attempt
         t0 = time.perf_counter()
         upstream = job.upstream
+        if job.lease is not None and job.lease.server.state is not State.READY:
+            restarted = await self._restarted(job)  # it died since: wait for it to be back
+            if restarted is not None:
+                return restarted
         try:
             if upstream.pool is None:
                 resp = await upstream.open(job.path, payload, client_auth=job.client_auth)
@@ -81,6 +87,20 @@ class Sender:
             headers = {name: job.masker.text(value) for name, value in headers.items()}
         job.upstream_headers = headers
         return resp
+
+    async def _restarted(self, job: Job) -> Decision | None:
+        """Wait for a managed server to be ready again; the refusal when its restart fails."""
+        assert job.lease is not None  # checked by the caller
+        t0 = time.perf_counter()
+        try:
+            await job.lease.server.wait_ready()
+        except StartFailed as failed:
+            self.on_attempt(job, "error")
+            refused = unavailable(job.upstream.name, failed)
+            return Decision.give(refused.status, refused.body())
+        finally:
+            job.upstream_wait += time.perf_counter() - t0
+        return None
 
     @staticmethod
     def _open_pooled(job: Job, pool: Pool, payload: bytes) -> Awaitable[aiohttp.ClientResponse]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import orjson
@@ -27,6 +27,9 @@ from proxy import __version__
 from proxy.headers import header_value
 from proxy.settings import LOCAL_KINDS, UpstreamConfig
 from proxy.upstreams.pool import Change, Pool
+
+if TYPE_CHECKING:
+    from proxy.managed.fleet import Managed
 
 # Response headers worth passing to the client. Everything else (hop-by-hop headers, lengths and
 # encodings that no longer hold after relaying, the upstream's Server header) stays behind.
@@ -82,6 +85,14 @@ class Upstream:
         self.listing: list[dict[str, Any]] = []
         self.listing_at: float = 0.0
         self._static_headers = self._build_headers()
+        # A llama-server latchgate runs (proxy.managed): requests take a lease on it first, and
+        # its URL is set by each start (`move_to`).
+        self.managed: Managed | None = None
+
+    def move_to(self, root: str) -> None:
+        """A managed server now listens at `root` (its URL without `/v1`)."""
+        self.root = root.rstrip("/")
+        self.base = self.root + "/v1"
 
     def _build_headers(self) -> dict[str, str]:
         headers = {
@@ -256,6 +267,8 @@ class Upstream:
             # that is up.
             await self.check_members()
         self.last_probe = time.time()
+        if self.managed is not None and not self.managed.ready:
+            return self._unstarted(self.managed)
         try:
             status, data = await self.get_json(self.url("/models"))
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
@@ -269,6 +282,18 @@ class Upstream:
                 m for m in data["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)
             ]
             self.listing_at = time.monotonic()
+        return self.ready
+
+    def _unstarted(self, managed: Managed) -> bool:
+        """A managed server that is not running is ready all the same (the first request starts
+        it), unless its last start failed; it is not probed (that would start nothing)."""
+        server = managed.server
+        failed = server.failure
+        self.ready = failed is None and server.state.value != "starting"
+        if failed is not None:
+            self.last_probe_error = f"its llama-server could not start: {failed.message}"
+        else:
+            self.last_probe_error = None if self.ready else "its llama-server is loading the model"
         return self.ready
 
     @property

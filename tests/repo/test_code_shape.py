@@ -55,10 +55,12 @@ FLOORS: dict[str, int] = {
     "upstreams": 3,
     "state": 3,
     "observe": 3,
+    "managed": 2,  # the llama-servers latchgate runs: below the upstreams that front them
     "bottom": 1,
 }
 BOTTOM = frozenset(
-    {"proxy", "proxy.settings", "proxy.errors", "proxy.headers", "proxy.jsontext", "proxy.timespec"}
+    {"proxy", "proxy.settings", "proxy.errors", "proxy.headers", "proxy.jsontext", "proxy.timespec",
+     "proxy.lifetime"}
 )
 
 MAX_LINES = 80

@@ -108,6 +108,7 @@ class FakeUpstream:
         self.endpoint_id = "0" * 64
         self.config = UpstreamConfig(name="fake", base_url="http://fake/v1", **config)
         self.pool = None  # one server
+        self.managed = None  # not a llama-server latchgate runs
 
     async def open(self, path: str, body: bytes, *, client_auth: str | None = None) -> Any:
         self.sent.append(body)
