@@ -225,6 +225,15 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def refuse_unknown(where: str, table: dict[str, Any], allowed: set[str]) -> None:
+    """A table's first key that is not in `allowed`, named with every key that is."""
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}"
+        )
+
+
 def _check_url(key: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{key}: expected a URL such as http://127.0.0.1:8080/v1")
@@ -286,11 +295,7 @@ def parse_upstream(raw: object, where: str, *, base_dir: Path | None = None) -> 
     config file's folder)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a table")
-    unknown = sorted(set(raw) - _UPSTREAM_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_UPSTREAM_KEYS))}"
-        )
+    refuse_unknown(where, raw, _UPSTREAM_KEYS)
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f'{where}.name: expected a non-empty name such as "local"')
@@ -406,11 +411,7 @@ def parse_managed(raw: object, where: str, *, base_dir: Path | None = None) -> M
     """Validate a `managed` table (also what `--model` and its flags build)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a table with model = \"path/to/model.gguf\"")
-    unknown = sorted(set(raw) - _MANAGED_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_MANAGED_KEYS))}"
-        )
+    refuse_unknown(where, raw, _MANAGED_KEYS)
     model = raw.get("model")
     if not isinstance(model, str | Path) or not str(model):
         raise ConfigError(f'{where}.model: expected the path of a GGUF file, e.g. "models/m.gguf"')
@@ -485,9 +486,7 @@ def _member_tables(tables: object, where: str) -> list[MemberConfig]:
     for i, table in enumerate(tables):
         if not isinstance(table, dict):
             raise ConfigError(f"{where}[{i}]: expected a table with base_url (and name)")
-        unknown = sorted(set(table) - {"base_url", "name"})
-        if unknown:
-            raise ConfigError(f"{where}[{i}]: unknown key {unknown[0]!r}; allowed: base_url, name")
+        refuse_unknown(f"{where}[{i}]", table, {"base_url", "name"})
         url = _check_url(f"{where}[{i}].base_url", table.get("base_url"))
         label = table.get("name", member_label(url))
         if not isinstance(label, str) or not label.strip():
@@ -559,11 +558,7 @@ def parse_store(raw: object) -> StoreSettings:
     """Validate the `[responses]` table."""
     if not isinstance(raw, dict):
         raise ConfigError("responses: expected a table")
-    unknown = sorted(set(raw) - _STORE_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"responses: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_STORE_KEYS))}"
-        )
+    refuse_unknown("responses", raw, _STORE_KEYS)
     store = StoreSettings()
     if "store_entries" in raw:
         store.max_entries = _num(
@@ -596,11 +591,7 @@ _SERVER_KEYS = {
 def apply_server_table(
     settings: Settings, server: dict[str, Any], *, base_dir: Path | None
 ) -> None:
-    unknown = sorted(set(server) - _SERVER_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"server: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_SERVER_KEYS))}"
-        )
+    refuse_unknown("server", server, _SERVER_KEYS)
     if "host" in server:
         if not isinstance(server["host"], str) or not server["host"]:
             raise ConfigError("server.host: expected an address such as 127.0.0.1")
