@@ -321,7 +321,7 @@ class RedisState:
 
     async def _watch(self) -> None:
         """Ping Redis: down when it stops answering, up when it answers again."""
-        while True:
+        while not self._closed:
             await asyncio.sleep(self._ping_interval)
             try:
                 await self.client.ping()
@@ -334,7 +334,7 @@ class RedisState:
 
     async def _listen(self) -> None:
         """Subscribe whenever Redis is up, again after every outage."""
-        while True:
+        while not self._closed:
             await self._came_up.wait()
             try:
                 await self._subscribed()
@@ -352,7 +352,9 @@ class RedisState:
             if await pubsub.get_message(timeout=SOCKET_TIMEOUT) is None:
                 raise RedisTimeoutError("the subscription was not confirmed")
             await self._resync()
-            while self.up and self._ups == ups:
+            # `_closed` as well as the cancel from `close()`: redis-py's read timeout can swallow
+            # a cancel that lands as it expires, and the loop would then read on for ever.
+            while self.up and self._ups == ups and not self._closed:
                 message = await pubsub.get_message(
                     ignore_subscribe_messages=True, timeout=SOCKET_TIMEOUT
                 )

@@ -358,6 +358,7 @@ async def test_while_redis_is_down_everything_is_local_and_it_all_resyncs_on_ret
     await eventually(lambda: b.latched(EID, "m19", "native_tools"), "B has A's latches")
     assert all(b.latched(EID, f"m{n}", "native_tools") for n in range(20))
     await eventually(lambda: b.responses.get(OWNER, "resp_19"), "the responses were written")
+    await eventually(lambda: b.plans.plans("key19"), "the plans were written")
     assert await b.plans.plans("key19") == [PLAN_A]
     assert len(a.log.named("state_backend_up")) == 2  # at start, and on return
     assert len(a.log.named("state_backend_down")) == 1
