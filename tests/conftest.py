@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ import pytest
 from aiohttp import web
 from hypothesis import settings as hypothesis_settings
 
+from proxy import knowntools
 from proxy.http.app import PROXY_KEY, Proxy
 from proxy.http.server import start
 from proxy.settings import Settings, parse_upstream
@@ -48,6 +49,14 @@ class Running:
 
     def sync_client(self, api_key: str = "unused", **kw: Any) -> openai.OpenAI:
         return openai.OpenAI(base_url=self.base_url, api_key=api_key, max_retries=0, **kw)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def tools_lists_left_alone() -> Iterator[None]:
+    """Every request of the run that declared a remembered tools list shared it: none of them
+    may have changed it (`proxy.knowntools`)."""
+    yield
+    assert knowntools.KNOWN.intact(), "a request changed a shared tools list in place"
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ from urllib.parse import unquote
 
 import orjson
 
+from proxy import knowntools
 from proxy.errors import ProxyError
 
 KNOWN_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
@@ -793,26 +794,9 @@ def _key(schema: object) -> bytes | None:
         return None
 
 
-class _LastKey:
-    """The last tools list keyed, and its key. A request's list is keyed twice (checked in
-    `passthrough_problem` before sending, sanitised in `apply_to_request`), and serialising 60 KB
-    of schemas twice cost more than the rest of the request. Bodies are never mutated, and the
-    list itself is held, so its identity cannot be reused while it is remembered."""
-
-    __slots__ = ("key", "tools")
-
-    def __init__(self) -> None:
-        self.tools: list[Any] | None = None
-        self.key: bytes | None = None
-
-    def of(self, tools: list[Any]) -> bytes | None:
-        if self.tools is not tools:
-            self.tools, self.key = tools, _key(tools)
-        return self.key
-
-
-_last_tools = _LastKey()
-_tools_key = _last_tools.of
+# A request's list is keyed twice (checked in `passthrough_problem` before sending, sanitised in
+# `apply_to_request`); `key_of` serialises it once, and not at all for a list it parsed.
+_tools_key = knowntools.key_of
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
@@ -851,7 +835,7 @@ def clear_caches() -> None:
     _relax_cached.cache_clear()
     _tools_cached.cache_clear()
     _contradiction_cached.cache_clear()
-    _last_tools.tools = _last_tools.key = None
+    knowntools.clear()
 
 
 def sanitise(

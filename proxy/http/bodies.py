@@ -14,6 +14,7 @@ import aiohttp
 import orjson
 from aiohttp import web, web_protocol
 
+from proxy import knowntools
 from proxy.errors import ProxyError
 
 # What reading a request body can raise besides "too large" (a broken gzip, a cut connection).
@@ -38,7 +39,7 @@ def unreadable(exc: Exception) -> ProxyError:
 def parse_object(raw: bytes) -> dict[str, Any]:
     """The body as a JSON object, or a 400 saying what it is instead."""
     try:
-        body = orjson.loads(raw)
+        body = knowntools.parse(raw)  # orjson.loads, a tools list seen before not parsed again
     except orjson.JSONDecodeError as exc:
         # Checked only on failure: stripping a large body to test it would copy it every time.
         if not raw.strip():

@@ -1,0 +1,203 @@
+"""A request's tools list parsed once per distinct list, and keyed once.
+
+An agent declares the same tools on every turn: Codex CLI and Claude Code send about 60 KB of
+schemas with each request. Parsing that list, and serialising it again for the schema caches'
+keys, were the largest costs of such a request (bench/RESULTS.md, issue 17), though the list is
+byte for byte the one of the turn before. So `parse` remembers the bytes of the tools lists it
+has seen; a body holding one of them at its top-level `"tools"` has only the rest parsed, and
+gets the list parsed the first time. `key_of` gives such a list its stored key.
+
+How a hit is proved to mean what a full parse would: the remembered bytes are spliced out and a
+string no client can know (random per process) put in their place. The rest is parsed; only if
+that string came out as the body's own top-level `tools` were the bytes replaced exactly that
+value (the parser reached them expecting the value of the top-level key `tools`, and they are
+one whole JSON value), so parsing the original would have given the remembered list there.
+
+The lists handed out are shared by every request that sends them: nothing may change them in
+place (no code does: sanitising and translating build new lists; `intact` checks it in tests).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections import OrderedDict
+from typing import Any
+
+import orjson
+
+# A body smaller than this is parsed whole: splicing costs more than it saves below a few KB.
+MIN_BODY = 4096
+MIN_TOOLS = 2048  # bytes of a tools list worth remembering
+_ENTRIES = 16  # distinct tools lists remembered (a 60 KB list is about 0.5 MB parsed)
+_PREFIX = 64  # the bytes an entry is found by
+_MAX_TRIES = 4  # `"tools": [` occurrences tried per body (nested ones can come first)
+# Lists keyed that `parse` did not give (a front's translation): a request's list is keyed twice
+# (checked before sending, then sanitised), with other requests' awaits between.
+_RECENT = 8
+
+_KEY = re.compile(rb'"tools"[ \t\r\n]*:[ \t\r\n]*\[')
+# A JSON string or a square bracket: enough to find where an array of valid JSON ends.
+_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]]', re.DOTALL)
+_PLACEHOLDER = f"\x00latchgate-tools-{secrets.token_hex(16)}"
+_PLACEHOLDER_JSON = orjson.dumps(_PLACEHOLDER)
+
+
+class _Entry:
+    """One remembered tools list: its bytes as clients send them, the list, its compact key."""
+
+    __slots__ = ("key", "raw", "tools")
+
+    def __init__(self, raw: bytes, tools: list[Any], key: bytes) -> None:
+        self.raw, self.tools, self.key = raw, tools, key
+
+
+class KnownTools:
+    """The remembered tools lists (the last `_ENTRIES` distinct ones), found by their first
+    bytes; and the keys of the last few lists keyed that did not come from here."""
+
+    def __init__(self, entries: int = _ENTRIES) -> None:
+        self._size = entries
+        self._entries: OrderedDict[bytes, _Entry] = OrderedDict()  # raw bytes -> entry
+        self._by_prefix: dict[bytes, list[_Entry]] = {}
+        self._keys: dict[int, _Entry] = {}  # id(list) -> its entry, for `key_of`
+        self._recent: OrderedDict[int, _Entry] = OrderedDict()  # lists keyed, not parsed here
+        self._seen_once: OrderedDict[bytes, None] = OrderedDict()  # see `_learn`
+
+    # -- parsing ----------------------------------------------------------------------------
+    def parse(self, raw: bytes) -> Any:
+        """`orjson.loads(raw)`, with a tools list seen before taken as it was parsed then."""
+        if len(raw) < MIN_BODY:
+            return orjson.loads(raw)
+        starts = []
+        for found in _KEY.finditer(raw):
+            at = found.end() - 1  # the list's `[`
+            body = self._spliced(raw, at)
+            if body is not None:
+                return body
+            starts.append(at)
+            if len(starts) == _MAX_TRIES:
+                break
+        body = orjson.loads(raw)
+        if starts and type(body) is dict and type(body.get("tools")) is list:
+            self._learn(raw, starts, body)
+        return body
+
+    def _spliced(self, raw: bytes, at: int) -> Any | None:
+        """The body parsed with the remembered list at `at`, or None (none is there)."""
+        for entry in self._by_prefix.get(raw[at : at + _PREFIX], ()):
+            if not raw.startswith(entry.raw, at):
+                continue
+            rest = b"".join((raw[:at], _PLACEHOLDER_JSON, raw[at + len(entry.raw) :]))
+            try:
+                body = orjson.loads(rest)
+            except orjson.JSONDecodeError:
+                return None  # invalid around the list: the full parse says where
+            if type(body) is not dict or body.get("tools") != _PLACEHOLDER:
+                return None  # the bytes were not the body's own tools list
+            body["tools"] = entry.tools  # the key's place in the body is kept
+            self._entries.move_to_end(entry.raw)
+            return body
+        return None
+
+    def _learn(self, raw: bytes, starts: list[int], body: dict[str, Any]) -> None:
+        """Remember the body's tools list by its bytes, found at one of `starts`.
+
+        Most clients write compact JSON as orjson does, and the list's own serialisation (its
+        key, needed anyway) is its bytes. Other bytes are found by a scan of the JSON, made only
+        for a list seen twice: a client whose tools change every request pays nothing for it.
+        """
+        tools = body["tools"]
+        try:
+            key = orjson.dumps(tools)
+        except TypeError:  # too deep for orjson to write: never remembered
+            return
+        if len(key) < MIN_TOOLS:
+            return
+        for at in starts:
+            if raw.startswith(key, at):
+                self._remember(_Entry(key, tools, key))
+                return
+        if key not in self._seen_once:
+            self._seen_once[key] = None
+            if len(self._seen_once) > self._size:
+                self._seen_once.popitem(last=False)
+            return
+        for at in starts:
+            end = _array_end(raw, at)
+            if end is not None and _parses_to(raw[at:end], tools):
+                self._remember(_Entry(raw[at:end], tools, key))
+                return
+
+    def _remember(self, entry: _Entry) -> None:
+        if entry.raw in self._entries:
+            return
+        self._entries[entry.raw] = entry
+        self._by_prefix.setdefault(entry.raw[:_PREFIX], []).append(entry)
+        self._keys[id(entry.tools)] = entry
+        while len(self._entries) > self._size:
+            _, old = self._entries.popitem(last=False)
+            self._forget(old)
+
+    def _forget(self, entry: _Entry) -> None:
+        same = self._by_prefix[entry.raw[:_PREFIX]]
+        same.remove(entry)
+        if not same:
+            del self._by_prefix[entry.raw[:_PREFIX]]
+        if self._keys.get(id(entry.tools)) is entry:
+            del self._keys[id(entry.tools)]
+
+    # -- keys -------------------------------------------------------------------------------
+    def key_of(self, tools: list[Any]) -> bytes | None:
+        """`tools` as compact JSON (a cache key; not `OPT_SORT_KEYS`: property order is
+        meaningful to grammar builders): stored for a list from `parse`, else serialised (and
+        kept for the next call with the same list, as a request's list is keyed twice). None
+        when orjson cannot write it (nested too deep)."""
+        # An entry holds its list, so while it is here no other list can have the same id.
+        entry = self._keys.get(id(tools)) or self._recent.get(id(tools))
+        if entry is not None and entry.tools is tools:
+            return entry.key
+        try:
+            key = orjson.dumps(tools)
+        except TypeError:
+            return None
+        self._recent[id(tools)] = _Entry(b"", tools, key)
+        if len(self._recent) > _RECENT:
+            self._recent.popitem(last=False)
+        return key
+
+    # -- tests ------------------------------------------------------------------------------
+    def intact(self) -> bool:
+        """Whether every remembered list is still what was parsed (nothing changed one)."""
+        return all(orjson.dumps(e.tools) == e.key for e in self._entries.values())
+
+    def clear(self) -> None:
+        """Forget every list (tests and benchmarks)."""
+        for store in (self._entries, self._by_prefix, self._keys, self._recent, self._seen_once):
+            store.clear()
+
+
+def _parses_to(text: bytes, tools: list[Any]) -> bool:
+    try:
+        return bool(orjson.loads(text) == tools)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _array_end(raw: bytes, at: int) -> int | None:
+    """Where the JSON array opening at `at` ends (past its `]`), in a valid JSON text."""
+    depth = 0
+    for token in _TOKENS.finditer(raw, at):
+        if token.group() == b"[":
+            depth += 1
+        elif token.group() == b"]":
+            depth -= 1
+            if depth == 0:
+                return token.end()
+    return None
+
+
+KNOWN = KnownTools()
+parse = KNOWN.parse
+key_of = KNOWN.key_of
+clear = KNOWN.clear
