@@ -1018,6 +1018,9 @@ def client_headers(rng: random.Random, index: int) -> dict[str, str]:
     return headers
 
 
+LONG_DESCRIPTION = "Use this tool with care: \"quoted\" words, [brackets], {braces}, é. " * 40
+
+
 def tool_defs(rng: random.Random, names: list[str]) -> list[dict[str, Any]]:
     tools = []
     for name in names:
@@ -1025,7 +1028,12 @@ def tool_defs(rng: random.Random, names: list[str]) -> list[dict[str, Any]]:
         if rng.random() < 0.08:
             params = rng.choice(ODD_SCHEMAS)
         fn: dict[str, Any] = {"name": name, "parameters": params}
-        if rng.random() < 0.5:
+        roll = rng.random()
+        if roll < 0.25:
+            # An agent-sized description: bodies of several KB whose tools list recurs, which
+            # latchgate parses once and then takes as it was (proxy.knowntools).
+            fn["description"] = LONG_DESCRIPTION
+        elif roll < 0.6:
             fn["description"] = f"The {name} tool."
         tools.append({"type": "function", "function": fn})
     return tools

@@ -166,6 +166,12 @@ class KnownTools:
             self._recent.popitem(last=False)
         return key
 
+    def shared(self, tools: object) -> bool:
+        """Whether `tools` is a list `parse` handed out: shared and never changed, so what is
+        derived from it alone can be kept by its identity for as long as it is remembered."""
+        entry = self._keys.get(id(tools))
+        return entry is not None and entry.tools is tools
+
     # -- tests ------------------------------------------------------------------------------
     def intact(self) -> bool:
         """Whether every remembered list is still what was parsed (nothing changed one)."""
@@ -201,3 +207,4 @@ KNOWN = KnownTools()
 parse = KNOWN.parse
 key_of = KNOWN.key_of
 clear = KNOWN.clear
+shared = KNOWN.shared

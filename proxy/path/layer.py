@@ -609,7 +609,9 @@ def _encode(raw: bytes, client: dict[str, Any], body: dict[str, Any]) -> bytes:
                 if body.get(key, body) is not value:
                     break
             else:
-                return b"%s,%s:%s}" % (end[:-1], orjson.dumps(last), orjson.dumps(body[last]))
+                # One copy of a body that may be hundreds of KB (a slice, then `%`, made two).
+                added = b",%s:%s}" % (orjson.dumps(last), orjson.dumps(body[last]))
+                return b"".join((memoryview(end)[:-1], added))
     try:
         return orjson.dumps(body)
     except orjson.JSONEncodeError:  # orjson reads 1024 levels of nesting but writes only 254

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from proxy import knowntools
 from proxy.jsontext import compact
 from proxy.observe.events import TOOL_RECOVERED, Event
 from proxy.toolcalls.arguments import OK, REPAIRED, TRUNCATED, argument_event, repair_arguments
@@ -72,7 +73,22 @@ class Found:
 
 
 def tool_schemas(tools: list[dict[str, Any]] | None) -> Schemas:
-    """Declared tool name -> its parameters schema."""
+    """Declared tool name -> its parameters schema (read-only: it may be shared)."""
+    if tools and knowntools.shared(tools):
+        # The same 20-tool list on every turn of an agent: walked once (kept while it is known).
+        found = _shared_schemas.get(id(tools))
+        if found is None or found[0] is not tools:
+            found = _shared_schemas[id(tools)] = (tools, _schemas_of(tools))
+            if len(_shared_schemas) > 32:
+                del _shared_schemas[next(iter(_shared_schemas))]
+        return found[1]
+    return _schemas_of(tools)
+
+
+_shared_schemas: dict[int, tuple[list[dict[str, Any]], Schemas]] = {}
+
+
+def _schemas_of(tools: list[dict[str, Any]] | None) -> Schemas:
     out: Schemas = {}
     for tool in tools or []:
         fn = tool.get("function") if isinstance(tool, dict) else None

@@ -201,18 +201,22 @@ class StreamToolProcessor:
         if not isinstance(choices, list) or not choices:
             return [chunk]
         self._latest = chunk  # its fields are copied only if a chunk is made (rarely)
-        out: list[dict[str, Any]] = []
+        results = []
         unchanged = True
         for choice in choices:
             if not isinstance(choice, dict):
                 continue  # not a choice at all: nothing in it can be relayed
             produced = self._feed_choice(choice, chunk)
-            if produced is None:
-                produced = [self._wrap(choice)]
-            else:
-                unchanged = False
-            out.extend(produced)
-        return [chunk] if unchanged else out
+            unchanged = unchanged and produced is None
+            results.append((choice, produced))
+        if unchanged:
+            return [chunk]
+        # An unchanged choice beside a changed one goes out in a chunk of its own; wrapped only
+        # now, as most chunks change nothing and would build it for nothing.
+        out: list[dict[str, Any]] = []
+        for choice, produced in results:
+            out.extend([self._wrap(choice)] if produced is None else produced)
+        return out
 
     def finish(self) -> list[dict[str, Any]]:
         """At the upstream's end: flush whatever every unfinished choice still holds."""
