@@ -5,7 +5,8 @@ schemas with each request. Parsing that list, and serialising it again for the s
 keys, were the largest costs of such a request (bench/RESULTS.md, issue 17), though the list is
 byte for byte the one of the turn before. So `parse` remembers the bytes of the tools lists it
 has seen; a body holding one of them at its top-level `"tools"` has only the rest parsed, and
-gets the list parsed the first time. `key_of` gives such a list its stored key.
+gets the list parsed the first time. `key_of` gives such a list its stored key, and `derived`
+keeps what a front translates it into, so that list too is the same one every turn.
 
 How a hit is proved to mean what a full parse would: the remembered bytes are spliced out and a
 string no client can know (random per process) put in their place. The rest is parsed; only if
@@ -22,6 +23,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -44,12 +46,14 @@ _PLACEHOLDER_JSON = orjson.dumps(_PLACEHOLDER)
 
 
 class _Entry:
-    """One remembered tools list: its bytes as clients send them, the list, its compact key."""
+    """One remembered tools list: its bytes as clients send them, the list, its compact key,
+    and the lists made from it alone (`derived`)."""
 
-    __slots__ = ("key", "raw", "tools")
+    __slots__ = ("derived", "key", "raw", "tools")
 
     def __init__(self, raw: bytes, tools: list[Any], key: bytes) -> None:
         self.raw, self.tools, self.key = raw, tools, key
+        self.derived: dict[Callable[[list[Any]], list[Any]], _Entry] = {}
 
 
 class KnownTools:
@@ -144,8 +148,9 @@ class KnownTools:
         same.remove(entry)
         if not same:
             del self._by_prefix[entry.raw[:_PREFIX]]
-        if self._keys.get(id(entry.tools)) is entry:
-            del self._keys[id(entry.tools)]
+        for gone in (entry, *entry.derived.values()):
+            if self._keys.get(id(gone.tools)) is gone:
+                del self._keys[id(gone.tools)]
 
     # -- keys -------------------------------------------------------------------------------
     def key_of(self, tools: list[Any]) -> bytes | None:
@@ -172,10 +177,29 @@ class KnownTools:
         entry = self._keys.get(id(tools))
         return entry is not None and entry.tools is tools
 
+    def derived(self, source: list[Any], make: Callable[[list[Any]], list[Any]]) -> list[Any]:
+        """`make(source)`: for a list `parse` handed out, made once and shared like it (the same
+        list every time, keyed once), as a front's translation of an agent's tools. `make` must
+        be a pure function of the list (one that raises is made again next time)."""
+        entry = self._keys.get(id(source))
+        if entry is None or entry.tools is not source or not entry.raw:
+            return make(source)
+        found = entry.derived.get(make)
+        if found is None:
+            made = make(source)
+            try:
+                key = orjson.dumps(made)
+            except TypeError:
+                return made
+            found = entry.derived[make] = _Entry(b"", made, key)
+            self._keys[id(made)] = found
+        return found.tools
+
     # -- tests ------------------------------------------------------------------------------
     def intact(self) -> bool:
         """Whether every remembered list is still what was parsed (nothing changed one)."""
-        return all(orjson.dumps(e.tools) == e.key for e in self._entries.values())
+        entries = [d for e in self._entries.values() for d in (e, *e.derived.values())]
+        return all(orjson.dumps(e.tools) == e.key for e in entries)
 
     def clear(self) -> None:
         """Forget every list (tests and benchmarks)."""
@@ -208,3 +232,4 @@ parse = KNOWN.parse
 key_of = KNOWN.key_of
 clear = KNOWN.clear
 shared = KNOWN.shared
+derived = KNOWN.derived

@@ -101,22 +101,47 @@ def read(
     """From `pos`, the consecutive events of `shape` in `region` (whole events, as
     `SSEParser.feed` gives them), up to `most`: where each ends, and its text."""
     head, tail = shape.head, shape.tail
+    if most < 1 or not region.startswith(head, pos):
+        return [], []
+    start = pos + len(head)
+    # A run of such events is `head b1 tail head b2 tail ...`: split at the joints, in one call
+    # (a loop of finds cost more than the rest of a plain event's relay); the last piece ends at
+    # its first tail. No string holds a line break, and a tail ends in one: a piece with one
+    # spans another event that ends as this shape's do (a role chunk, say), and the run is then
+    # read event by event, each body ending at its first tail.
+    bodies = region[start:].split(tail + head, most - 1)
+    if b"\n" in b"".join(bodies[:-1]):
+        bodies = _bodies(head, tail, region, pos, most)
+    else:
+        last = bodies[-1]
+        at = last.find(tail)
+        if at < 0:
+            bodies.pop()  # its event has another tail: not of this shape
+        else:
+            bodies[-1] = last[:at]
+    # Where a body is no string's (an escaped quote before the tail's words), decoding it fails
+    # and the event is parsed instead.
+    texts = _strings(bodies)
     ends: list[int] = []
+    end, rest, step = start, len(tail), len(tail) + len(head)
+    for body in bodies[: len(texts)]:
+        end += len(body) + rest
+        ends.append(end)
+        end += step - rest
+    return ends, texts
+
+
+def _bodies(head: bytes, tail: bytes, region: bytes, pos: int, most: int) -> list[bytes]:
+    """The string bodies of the run at `pos`, event by event (see `read`)."""
     bodies: list[bytes] = []
     start, rest = len(head), len(tail)
-    while len(ends) < most and region.startswith(head, pos):
-        # The first tail after the head ends the event. Where it does not (the text holds the
-        # tail's words after an escaped quote; this event has another tail and a later one
-        # matched), the body is one no string can be (ending in a backslash, holding a line
-        # break), so decoding it fails and the event is parsed instead.
+    while len(bodies) < most and region.startswith(head, pos):
         at = region.find(tail, pos + start)
         if at < 0:
             break
         bodies.append(region[pos + start : at])
         pos = at + rest
-        ends.append(pos)
-    texts = _strings(bodies)
-    return ends[: len(texts)], texts
+    return bodies
 
 
 def _strings(bodies: list[bytes]) -> list[str]:

@@ -22,6 +22,7 @@ import anthropic
 import orjson
 import pytest
 
+from proxy.headers import NOTICE_HEADER
 from tests.conftest import Running, StartProxy
 from tests.fakeupstream import FakeUpstream, Json, Stream, chunk, completion, text_stream
 from tests.http.test_responses import call_chunk, calls_stream, tool_call, usage_chunk
@@ -804,6 +805,47 @@ async def test_the_captured_claude_code_request(
     assert sent["max_tokens"] == body["max_tokens"]
     assert "context_management" not in sent and "cache_control" not in json.dumps(sent)
     check_grammar_safe(sent["tools"])  # last: the schema sanitiser's part
+
+
+async def test_claude_codes_tools_are_translated_alike_every_turn(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    """Claude Code sends its 50 KB of tools with every turn: latchgate translates them once and
+    shares the result (proxy.knowntools). Each turn must still get what a fresh translation
+    gives, and a turn that also declares a server tool its own notice, every time."""
+    captured = json.loads(CLAUDE_REQUEST.read_text())
+    body = {**captured, "stream": False}
+    server_tool = {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}
+    turns = [
+        body,
+        {**body, "messages": [*body["messages"], {"role": "user", "content": "And then?"}]},
+        {**body, "tools": [*body["tools"], server_tool]},
+        {**body, "tools": [*body["tools"], server_tool], "max_tokens": 99},
+    ]
+    notices = []
+    for turn in turns:
+        fake.push(Json(completion("Done.")))
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(lg.url + "/v1/messages", json=turn) as resp,
+        ):
+            assert resp.status == 200, await resp.text()
+            notices.append(resp.headers.getall(NOTICE_HEADER, []))
+    declared = [t for t in body["tools"] if t.get("type") in (None, "custom")]
+    expected = [
+        {"type": "function", "function": {"name": t["name"], "description": t["description"],
+                                          "parameters": t["input_schema"]}}
+        for t in declared
+    ]  # fmt: skip
+    sent = [b["tools"] for b in fake.bodies()[-4:]]
+    assert [[t["function"]["name"] for t in tools] for tools in sent] == [
+        [t["function"]["name"] for t in expected]
+    ] * 4
+    assert sent[0] == sent[1] == sent[2] == sent[3]
+    assert fake.bodies()[-3]["messages"][-1] == {"role": "user", "content": "And then?"}
+    said = [[n for n in turn if "server tools" in n] for turn in notices]
+    assert [len(s) for s in said] == [0, 0, 1, 1], notices
+    assert "web_search_20250305" in said[3][0]
 
 
 async def test_the_stop_sequence_that_ended_the_reply_is_named_when_the_server_says(

@@ -202,3 +202,49 @@ def test_any_text_around_a_known_list_parses_as_orjson_parses_it(
     _same(known, prefix + raw + b"}")
     _same(known, prefix + b'"tools":' + text + b"," + raw + b'"k":1}')
     _same(known, prefix + raw + b'"tools":' + text + b"}")
+
+
+def _translate(tools: list[Any]) -> list[Any]:
+    return [{"translated": t["function"]["name"]} for t in tools]
+
+
+def test_a_list_made_from_a_known_one_is_made_once_and_shared(known: KnownTools) -> None:
+    tools = _learnt(known)
+    made = known.derived(tools, _translate)
+    assert made == _translate(TOOLS)
+    assert known.derived(known.parse(orjson.dumps(body()))["tools"], _translate) is made
+    assert known.shared(made) and known.key_of(made) == orjson.dumps(made)
+    own = [dict(t) for t in TOOLS]  # not from `parse`: made every time, never shared
+    assert known.derived(own, _translate) is not known.derived(own, _translate)
+    assert not known.shared(known.derived(own, _translate))
+
+
+def test_a_translation_that_fails_is_tried_again(known: KnownTools) -> None:
+    tools = _learnt(known)
+    calls: list[int] = []
+
+    def failing(source: list[Any]) -> list[Any]:
+        calls.append(1)
+        raise ValueError("no")
+
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            known.derived(tools, failing)
+    assert len(calls) == 2
+
+
+def test_a_forgotten_list_takes_what_was_made_from_it_along() -> None:
+    known = KnownTools(entries=1)
+    tools = _learnt(known)
+    made = known.derived(tools, _translate)
+    known.parse(orjson.dumps(body(OTHER)))
+    assert not known.shared(tools) and not known.shared(made)
+    made[0]["translated"] = "changed"  # no longer remembered: nothing to keep intact
+    assert known.intact()
+
+
+def test_intact_covers_the_lists_made_from_remembered_ones() -> None:
+    known = KnownTools()
+    made = known.derived(_learnt(known), _translate)
+    made[0]["translated"] = "changed"
+    assert not known.intact()

@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from proxy import knowntools
 from proxy.errors import ProxyError
 from proxy.fronts.common import Options, late_system
 
@@ -402,12 +403,9 @@ def _tools(chat: dict[str, Any], body: dict[str, Any], notices: list[str]) -> No
     if tools is not None:
         if not isinstance(tools, list):
             raise bad("tools", "'tools' must be a list of tools.")
-        for i, tool in enumerate(tools):
-            function = _tool(tool, f"tools[{i}]")
-            if function is None:
-                removed.append(str(tool["type"]))
-            else:
-                functions.append(function)
+        # Claude Code sends the same tools every turn: translated once (`knowntools`).
+        functions = knowntools.derived(tools, _functions)
+        removed = [str(t["type"]) for t in tools if t.get("type") not in (None, "custom")]
     if removed:
         notices.append(
             f"Removed Anthropic's server tools ({', '.join(sorted(set(removed)))}): "
@@ -423,6 +421,12 @@ def _tools(chat: dict[str, Any], body: dict[str, Any], notices: list[str]) -> No
                 chat["parallel_tool_calls"] = False
     elif choice is not None and choice[0] not in ("auto", "none"):
         raise bad("tool_choice", "tool_choice asks for a tool, but no tool is declared.")
+
+
+def _functions(tools: list[Any]) -> list[dict[str, Any]]:
+    """The chat functions for the client's tools (its server tools left out)."""
+    made = (_tool(tool, f"tools[{i}]") for i, tool in enumerate(tools))
+    return [function for function in made if function is not None]
 
 
 def _tool(tool: object, param: str) -> dict[str, Any] | None:

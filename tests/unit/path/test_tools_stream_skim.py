@@ -227,3 +227,51 @@ async def test_argument_fragments_after_the_first_two_are_not_fed() -> None:
     ]
     function = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
     assert calls == [[{"index": 0, "id": "call_0", "type": "function", "function": function}]]
+
+
+def _read_one_by_one(
+    shape: text_events.TextShape, region: bytes, pos: int, most: int
+) -> tuple[list[int], list[str]]:
+    """`text_events.read` as a loop of finds, event by event: what its one split must equal."""
+    ends: list[int] = []
+    bodies: list[bytes] = []
+    while len(ends) < most and region.startswith(shape.head, pos):
+        at = region.find(shape.tail, pos + len(shape.head))
+        if at < 0:
+            break
+        bodies.append(region[pos + len(shape.head) : at])
+        pos = at + len(shape.tail)
+        ends.append(pos)
+    texts = text_events._strings(bodies)
+    return ends[: len(texts)], texts
+
+
+_SEEN = event({"content": "seen"}, 0)
+_SHAPE = text_events.learn(_SEEN[6:-2], orjson.loads(_SEEN[6:-2]))
+_EVENTS = st.one_of(
+    st.builds(lambda t: event({"content": t}, 0), pieces),
+    st.builds(lambda t, layout: event({"content": t}, layout), pieces, st.integers(1, 3)),
+    st.sampled_from(
+        [
+            event({}, 0, "stop"),
+            event({"role": "assistant", "content": "x"}, 0),
+            b": a comment\n\n",
+            event({"content": "x"}, 0).replace(b'"x"', b'"a\\"b"'),
+            event({"content": "x"}, 0).replace(b'"x"', b'"a"b"'),
+            event({"content": "x"}, 0).replace(b'"x"', b'"\\ud800"'),
+            event({"content": "x"}, 0).replace(b'"x"', b'"a\\\\"'),
+        ]
+    ),
+)
+
+
+@given(st.lists(_EVENTS, max_size=12), st.integers(0, 4), st.integers(0, 70))
+def test_reading_a_run_in_one_split_finds_what_event_by_event_finds(
+    events: list[bytes], start: int, most: int
+) -> None:
+    assert _SHAPE is not None
+    region = b"".join(events)
+    pos = sum(map(len, events[:start]))
+    assert text_events.read(_SHAPE, region, pos, most) == _read_one_by_one(
+        _SHAPE, region, pos, most
+    )
