@@ -4,9 +4,10 @@ An agent declares the same tools on every turn: Codex CLI and Claude Code send a
 schemas with each request. Parsing that list, and serialising it again for the schema caches'
 keys, were the largest costs of such a request (bench/RESULTS.md, issue 17), though the list is
 byte for byte the one of the turn before. So `parse` remembers the bytes of the tools lists it
-has seen; a body holding one of them at its top-level `"tools"` has only the rest parsed, and
-gets the list parsed the first time. `key_of` gives such a list its stored key, and `derived`
-keeps what a front translates it into, so that list too is the same one every turn.
+has seen, and where; a body holding one of them there, as its top-level `"tools"`, has only the
+rest parsed, and gets the list parsed the first time. `key_of` gives such a list its stored
+key, and `derived` keeps what a front translates it into, so that list too is the same one
+every turn.
 
 How a hit is proved to mean what a full parse would: the remembered bytes are spliced out and a
 string no client can know (random per process) put in their place. The rest is parsed; only if
@@ -32,7 +33,6 @@ import orjson
 MIN_BODY = 4096
 MIN_TOOLS = 2048  # bytes of a tools list worth remembering
 _ENTRIES = 16  # distinct tools lists remembered (a 60 KB list is about 0.5 MB parsed)
-_PREFIX = 64  # the bytes an entry is found by
 _MAX_TRIES = 4  # `"tools": [` occurrences tried per body (nested ones can come first)
 # Lists keyed that `parse` did not give (a front's translation): a request's list is keyed twice
 # (checked before sending, then sanitised), with other requests' awaits between.
@@ -47,65 +47,69 @@ _PLACEHOLDER_JSON = orjson.dumps(_PLACEHOLDER)
 
 class _Entry:
     """One remembered tools list: its bytes as clients send them, the list, its compact key,
-    and the lists made from it alone (`derived`)."""
+    the lists made from it alone (`derived`), and where the bytes were in the last body that
+    held them (from its start, and from its end): a client lays out every turn's body alike."""
 
-    __slots__ = ("derived", "key", "raw", "tools")
+    __slots__ = ("derived", "from_end", "from_start", "key", "raw", "tools")
 
     def __init__(self, raw: bytes, tools: list[Any], key: bytes) -> None:
         self.raw, self.tools, self.key = raw, tools, key
         self.derived: dict[Callable[[list[Any]], list[Any]], _Entry] = {}
+        self.from_start = self.from_end = -1
+
+    def seen_at(self, raw: bytes, at: int) -> None:
+        self.from_start, self.from_end = at, len(raw) - at - len(self.raw)
 
 
 class KnownTools:
-    """The remembered tools lists (the last `_ENTRIES` distinct ones), found by their first
-    bytes; and the keys of the last few lists keyed that did not come from here."""
+    """The remembered tools lists (the last `_ENTRIES` distinct ones), and the keys of the last
+    few lists keyed that did not come from here."""
 
     def __init__(self, entries: int = _ENTRIES) -> None:
         self._size = entries
         self._entries: OrderedDict[bytes, _Entry] = OrderedDict()  # raw bytes -> entry
-        self._by_prefix: dict[bytes, list[_Entry]] = {}
         self._keys: dict[int, _Entry] = {}  # id(list) -> its entry, for `key_of`
         self._recent: OrderedDict[int, _Entry] = OrderedDict()  # lists keyed, not parsed here
         self._seen_once: OrderedDict[bytes, None] = OrderedDict()  # see `_learn`
 
     # -- parsing ----------------------------------------------------------------------------
     def parse(self, raw: bytes) -> Any:
-        """`orjson.loads(raw)`, with a tools list seen before taken as it was parsed then."""
+        """`orjson.loads(raw)`, with a tools list seen before taken as it was parsed then.
+
+        The body is never scanned for its tools on the way: an agent's conversation can be
+        hundreds of KB, and a scan of it cost nearly what parsing it does. A remembered list is
+        looked for only where it was in the last body that held it.
+        """
         if len(raw) < MIN_BODY:
             return orjson.loads(raw)
-        starts = []
-        for found in _KEY.finditer(raw):
-            at = found.end() - 1  # the list's `[`
-            body = self._spliced(raw, at)
-            if body is not None:
-                return body
-            starts.append(at)
-            if len(starts) == _MAX_TRIES:
-                break
+        for entry in reversed(self._entries.values()):  # the latest first
+            for at in (entry.from_start, len(raw) - entry.from_end - len(entry.raw)):
+                if at >= 0 and raw.startswith(entry.raw, at):
+                    body = self._spliced(raw, at, entry)
+                    if body is not None:
+                        return body
         body = orjson.loads(raw)
-        if starts and type(body) is dict and type(body.get("tools")) is list:
-            self._learn(raw, starts, body)
+        if type(body) is dict and type(body.get("tools")) is list:
+            self._learn(raw, body)
         return body
 
-    def _spliced(self, raw: bytes, at: int) -> Any | None:
-        """The body parsed with the remembered list at `at`, or None (none is there)."""
-        for entry in self._by_prefix.get(raw[at : at + _PREFIX], ()):
-            if not raw.startswith(entry.raw, at):
-                continue
-            rest = b"".join((raw[:at], _PLACEHOLDER_JSON, raw[at + len(entry.raw) :]))
-            try:
-                body = orjson.loads(rest)
-            except orjson.JSONDecodeError:
-                return None  # invalid around the list: the full parse says where
-            if type(body) is not dict or body.get("tools") != _PLACEHOLDER:
-                return None  # the bytes were not the body's own tools list
-            body["tools"] = entry.tools  # the key's place in the body is kept
-            self._entries.move_to_end(entry.raw)
-            return body
-        return None
+    def _spliced(self, raw: bytes, at: int, entry: _Entry) -> Any | None:
+        """The body parsed with `entry`'s list at `at`, or None (it is not the body's tools)."""
+        rest = b"".join((raw[:at], _PLACEHOLDER_JSON, raw[at + len(entry.raw) :]))
+        try:
+            body = orjson.loads(rest)
+        except orjson.JSONDecodeError:
+            return None  # invalid around the list: the full parse says where
+        if type(body) is not dict or body.get("tools") != _PLACEHOLDER:
+            return None  # the bytes were not the body's own tools list
+        body["tools"] = entry.tools  # the key's place in the body is kept
+        entry.seen_at(raw, at)
+        self._entries.move_to_end(entry.raw)
+        return body
 
-    def _learn(self, raw: bytes, starts: list[int], body: dict[str, Any]) -> None:
-        """Remember the body's tools list by its bytes, found at one of `starts`.
+    def _learn(self, raw: bytes, body: dict[str, Any]) -> None:
+        """Remember the body's tools list by its bytes and where they are (or, for a list
+        remembered already but found elsewhere, where it is now, and share it).
 
         Most clients write compact JSON as orjson does, and the list's own serialisation (its
         key, needed anyway) is its bytes. Other bytes are found by a scan of the JSON, made only
@@ -118,36 +122,46 @@ class KnownTools:
             return
         if len(key) < MIN_TOOLS:
             return
-        for at in starts:
-            if raw.startswith(key, at):
-                self._remember(_Entry(key, tools, key))
-                return
+        found = self._found(raw, key, tools)
+        if found is None:
+            return
+        entry, at = found
+        entry.seen_at(raw, at)
+        if entry.raw not in self._entries:
+            self._remember(entry)
+        elif entry.tools is not tools:
+            body["tools"] = entry.tools  # the same list (the same key): the shared one
+            self._entries.move_to_end(entry.raw)
+
+    def _found(self, raw: bytes, key: bytes, tools: list[Any]) -> tuple[_Entry, int] | None:
+        """The entry for the list `tools` (its compact JSON `key`) in `raw`, and where its bytes
+        begin; None when they are not worth looking for yet."""
+        at = raw.find(key)
+        if at >= 0:
+            return self._entries.get(key) or _Entry(key, tools, key), at
         if key not in self._seen_once:
             self._seen_once[key] = None
             if len(self._seen_once) > self._size:
                 self._seen_once.popitem(last=False)
-            return
-        for at in starts:
+            return None
+        for tries, match in enumerate(_KEY.finditer(raw)):
+            at = match.end() - 1  # the list's `[`
             end = _array_end(raw, at)
             if end is not None and _parses_to(raw[at:end], tools):
-                self._remember(_Entry(raw[at:end], tools, key))
-                return
+                text = raw[at:end]
+                return self._entries.get(text) or _Entry(text, tools, key), at
+            if tries + 1 == _MAX_TRIES:
+                break
+        return None
 
     def _remember(self, entry: _Entry) -> None:
-        if entry.raw in self._entries:
-            return
         self._entries[entry.raw] = entry
-        self._by_prefix.setdefault(entry.raw[:_PREFIX], []).append(entry)
         self._keys[id(entry.tools)] = entry
         while len(self._entries) > self._size:
             _, old = self._entries.popitem(last=False)
             self._forget(old)
 
     def _forget(self, entry: _Entry) -> None:
-        same = self._by_prefix[entry.raw[:_PREFIX]]
-        same.remove(entry)
-        if not same:
-            del self._by_prefix[entry.raw[:_PREFIX]]
         for gone in (entry, *entry.derived.values()):
             if self._keys.get(id(gone.tools)) is gone:
                 del self._keys[id(gone.tools)]
@@ -203,7 +217,7 @@ class KnownTools:
 
     def clear(self) -> None:
         """Forget every list (tests and benchmarks)."""
-        for store in (self._entries, self._by_prefix, self._keys, self._recent, self._seen_once):
+        for store in (self._entries, self._keys, self._recent, self._seen_once):
             store.clear()
 
 
