@@ -68,19 +68,23 @@ def shares(stacks: collections.Counter[tuple[str, ...]]) -> tuple[dict[str, int]
     return own, inclusive
 
 
-def report(stacks: collections.Counter[tuple[str, ...]], top: int) -> str:
+def report(stacks: collections.Counter[tuple[str, ...]], top: int, per_sample: float) -> str:
+    """The table; `per_sample` is the µs of a request one sample stands for (requests served
+    while sampling, over the samples taken), so a function's column reads as its cost per
+    request, comparable between two cases' runs."""
     total = sum(stacks.values())
     working = busy(stacks)
     work = sum(working.values()) or 1
     own, inclusive = shares(working)
     lines = [f"{total} samples, {work} busy ({100 * work / max(total, 1):.0f} %)", ""]
-    lines.append("| inclusive % | self % | function |")
-    lines.append("| ---: | ---: | --- |")
+    lines.append("| inclusive % | self % | inclusive µs/request | function |")
+    lines.append("| ---: | ---: | ---: | --- |")
     for name, n in sorted(inclusive.items(), key=lambda kv: -kv[1])[:top]:
-        lines.append(f"| {100 * n / work:.1f} | {100 * own.get(name, 0) / work:.1f} | `{name}` |")
-    lines += ["", "| self % | function |", "| ---: | --- |"]
+        share = f"{100 * n / work:.1f} | {100 * own.get(name, 0) / work:.1f}"
+        lines.append(f"| {share} | {n * per_sample:.1f} | `{name}` |")
+    lines += ["", "| self % | self µs/request | function |", "| ---: | ---: | --- |"]
     for name, n in own.most_common(top):
-        lines.append(f"| {100 * n / work:.1f} | `{name}` |")
+        lines.append(f"| {100 * n / work:.1f} | {n * per_sample:.1f} | `{name}` |")
     return "\n".join(lines)
 
 
@@ -105,9 +109,11 @@ def main(argv: list[str] | None = None) -> None:
             ) as proxy,
         ):
             bp.run_wrk("wrk", script, url, args.connections, 2, place)  # warm up
+            loaded: list[dict[str, float]] = []
             load = threading.Thread(
-                target=bp.run_wrk,
-                args=("wrk", script, url, args.connections, args.duration + 2, place),
+                target=lambda: loaded.append(
+                    bp.run_wrk("wrk", script, url, args.connections, args.duration + 2, place)
+                )
             )
             load.start()
             subprocess.run(
@@ -120,7 +126,13 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"# {args.mode}/{args.tools}/{args.answer}, {args.connections} clients, {args.target}"
         )
-        print(report(collapsed(raw), args.top))
+        stacks = collapsed(raw)
+        rps = loaded[0]["requests"] / (loaded[0]["duration_us"] / 1e6) if loaded else 0.0
+        # A sample stands for 1/rate s of the process's time, shared by the requests served in
+        # the seconds sampled.
+        per_sample = 1e6 / args.rate / (rps * args.duration) if rps else 0.0
+        print(f"{rps:,.0f} requests/s under py-spy")
+        print(report(stacks, args.top, per_sample))
 
 
 if __name__ == "__main__":

@@ -160,6 +160,9 @@ class JsonInWordsStream:
     def add_arguments(self, call: int, texts: list[str]) -> int:
         return 0
 
+    def pass_inert(self) -> bool:
+        return False  # every chunk is fed: the last one's fields make the answer's chunks
+
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices:

@@ -53,6 +53,22 @@ def has_content(delta: Any) -> bool:
     return False
 
 
+def adds_nothing(chunk: dict[str, Any]) -> bool:
+    """Whether a chunk adds nothing to the answer: one choice (the first), no finish reason, no
+    usage, and a delta of the role alone or of empty values (how servers open a stream)."""
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1 or chunk.get("usage") is not None:
+        return False
+    choice = choices[0]
+    return (
+        type(choice) is dict
+        and choice.get("index", 0) == 0
+        and choice.get("finish_reason") is None
+        and type(choice.get("delta")) is dict
+        and not has_content(choice["delta"])
+    )
+
+
 def finish_reason(chunk: dict[str, Any]) -> str | None:
     """The finish reason of a chunk's first choice (None: none, or no readable choice)."""
     choices = chunk.get("choices")

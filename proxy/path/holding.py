@@ -53,6 +53,9 @@ class EventsStream:
     def hold_texts(self, texts: list[str]) -> int:
         return self.inner.hold_texts(texts)  # no events: past the limit, `feed` gives up
 
+    def pass_inert(self) -> bool:
+        return self.inner.pass_inert()
+
     def add_arguments(self, call: int, texts: list[str]) -> int:
         return self.inner.add_arguments(call, texts)  # events come with the calls, at the end
 
@@ -147,6 +150,9 @@ class HoldingStream(EventsStream):
         if passed and not self.job.relayed:
             self.texts.extend(texts[:passed])
         return passed
+
+    def pass_inert(self) -> bool:
+        return not (self.hold_all or self.holding) and self.inner.pass_inert()  # else held
 
     def finish(self) -> list[dict[str, Any]]:
         """Everything held, and what the processor still had: the reply's unsent end."""

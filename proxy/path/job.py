@@ -205,6 +205,12 @@ class StreamProcessor(Protocol):
         to send; the rest go through `feed`."""
         ...
 
+    def pass_inert(self) -> bool:
+        """Whether a chunk that adds nothing (`chunks.adds_nothing`: a role, empty values) goes
+        out as it came without being fed: `feed` would send it unchanged, and nothing is held
+        that a chunk made later would copy its fields from."""
+        ...
+
     def finish(self) -> list[dict[str, Any]]: ...
 
 

@@ -37,6 +37,7 @@ from proxy.path import client as out
 from proxy.path import keepalive, text_events, usage
 from proxy.path.chunks import (
     DONE_EVENT,
+    adds_nothing,
     chunk_has_content,
     compact_error,
     completion_to_chunks,
@@ -381,16 +382,17 @@ class StreamRelay:
             return ErrorEvent(data, event_status(chunk))
         has = self._note_choices(chunk)
         reported = chunk.get("usage")
+        processor = self.processor
         if isinstance(reported, dict):
             usage.record(job, chunk, self.layer.on_usage)
-        elif self.processor is None and reported is None:
+        elif reported is None and self._unread(chunk):
             self._carries = self._carries or has
-            return frame(data)  # the common case: relayed as it came
-        if self.processor is None:
+            return frame(data)
+        if processor is None:
             outs = [chunk]
         else:
             self.fed = self._shape_of(data, chunk)
-            outs = self.processor.feed(chunk)
+            outs = processor.feed(chunk)
         parts: list[bytes] = []
         for item in outs:
             if item.get("usage") is not None and not self.forward_usage:
@@ -404,6 +406,12 @@ class StreamRelay:
                 self._carries = self._carries or chunk_has_content(item)
                 parts.append(frame(orjson.dumps(item)))
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _unread(self, chunk: dict[str, Any]) -> bool:
+        """Whether a chunk with no usage report goes out as it came, unfed: always without a
+        stream processor (the common case), and a tools stream's opening role chunk."""
+        processor = self.processor
+        return processor is None or (adds_nothing(chunk) and processor.pass_inert())
 
     def _note_choices(self, chunk: dict[str, Any]) -> bool:
         """Note a finish reason; whether the chunk carries content (starting the idle timer)."""

@@ -261,6 +261,16 @@ class StreamToolProcessor:
         state.released.extend(texts[:passing])
         return passing
 
+    def pass_inert(self) -> bool:
+        """Whether a chunk that adds nothing to the first choice goes out without being fed
+        (`path.chunks.adds_nothing`). `feed` would send it unchanged and only note it as the
+        latest chunk, which matters where chunks are made at the end from the latest one's
+        fields: while text or calls are held, or reasoning is kept that may hold a call."""
+        for state in self._choices.values():
+            if state.held or state.native or state.reasoning:
+                return False
+        return True
+
     def hold_texts(self, texts: list[str]) -> int:
         """How many of the chunks that add `texts` to the first choice's content are taken in
         with nothing to send, from the first: inside a call (a marker went by), `feed` holds

@@ -247,3 +247,6 @@ class FeedsEveryEvent:
 
     def add_arguments(self, call: int, texts: list[str]) -> int:
         return 0
+
+    def pass_inert(self) -> bool:
+        return False

@@ -41,6 +41,9 @@ class Echo:
     def add_arguments(self, call: int, texts: list[str]) -> int:
         return 0
 
+    def pass_inert(self) -> bool:
+        return True
+
     def finish(self) -> list[dict[str, Any]]:
         return self.tail
 
@@ -98,3 +101,13 @@ def test_the_processor_tail_joins_what_was_held() -> None:
     held.feed(text("x"))
     assert held.finish() == [call("ls"), end("length")]
     assert held.finish_reason == "length"
+
+
+def test_a_chunk_that_adds_nothing_goes_unfed_only_while_nothing_is_held() -> None:
+    assert holder().pass_inert()
+    # A forced call holds the text, and a call or a finish holds everything after it: a role
+    # chunk among them must wait with them, not go out ahead.
+    assert not holder(hold_all=True).pass_inert()
+    held = holder()
+    held.feed(call("ls"))
+    assert not held.pass_inert()

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.path import text_events
+from proxy.path.chunks import adds_nothing
 from proxy.toolcalls.stream import StreamToolProcessor
 from tests.unit.path.fakes import FakeLayer, FakeUpstream, FeedsEveryEvent, Reply
 from tests.unit.path.test_attempts import run
@@ -79,12 +80,23 @@ pieces = st.one_of(
     finish=st.sampled_from(["stop", "length", None]),
     cut=st.one_of(st.none(), st.integers(1, 120)),
     limit=st.sampled_from([256 * 1024, 24]),
+    opening=st.tuples(st.sampled_from(["", None]), st.integers(0, 3)),
+    later=st.one_of(st.none(), st.integers(0, 14)),
 )
 async def test_passing_text_unread_sends_the_same_bytes(
-    texts: list[tuple[str, int]], finish: str | None, cut: int | None, limit: int
+    texts: list[tuple[str, int]],
+    finish: str | None,
+    cut: int | None,
+    limit: int,
+    opening: tuple[str | None, int],
+    later: int | None,
 ) -> None:
-    items: list[Any] = [event({"role": "assistant", "content": ""}, 0)]
+    # A role chunk opens the stream, in any layout; `later` puts another chunk that adds
+    # nothing among the texts (where text may be held, it must be fed, not relayed as it came).
+    items: list[Any] = [event({"role": "assistant", "content": opening[0]}, opening[1])]
     items += [event({"content": text}, layout) for text, layout in texts]
+    if later is not None:
+        items.insert(1 + min(later, len(texts)), event({"content": opening[0]}, opening[1]))
     if finish is not None:
         items.append(event({}, 0, finish))
     items.append("[DONE]")
@@ -157,9 +169,10 @@ async def test_a_tools_stream_feeds_only_what_is_not_plain_prose() -> None:
     layer = FakeLayer(processor=lambda: Counted(TOOLS, fed))
     _, wire, _ = await run(layer, FakeUpstream(Reply.events(*items)), stream=True)
     contents = [c["choices"][0]["delta"].get("content") for c in fed]
-    # The role chunk, the first word (a reply's start is judged), the marker, and the finish:
-    # the prose between is passed on unread, the call after the marker held unread.
-    assert contents == ["", "Sure", " <tool", "_call>", None]
+    # The first word (a reply's start is judged), the marker, and the finish: the role chunk
+    # before them is relayed unfed, the prose between passed on unread, the call after the
+    # marker held unread.
+    assert contents == ["Sure", " <tool", "_call>", None]
     sent = [orjson.loads(b[6:]) for b in wire.body.split(b"\n\n") if b[6:7] == b"{"]
     deltas = [c["choices"][0]["delta"] for c in sent]
     assert "".join(d.get("content") or "" for d in deltas) == "Sure thing, here it is"
@@ -216,9 +229,10 @@ async def test_argument_fragments_after_the_first_two_are_not_fed() -> None:
     items += [event({}, 0, "tool_calls"), "[DONE]"]
     layer = FakeLayer(processor=lambda: Counted(TOOLS, fed))
     _, wire, _ = await run(layer, FakeUpstream(Reply.events(*items)), stream=True)
-    # The role chunk, the call's first fragment (its name), the second (its shape is learnt
-    # from it), then the finish: the other argument fragments are appended unread.
-    assert len(fed) == 4
+    # The call's first fragment (its name), the second (its shape is learnt from it), then the
+    # finish: the role chunk before them is relayed unfed, the other argument fragments are
+    # appended unread.
+    assert len(fed) == 3
     sent = [orjson.loads(b[6:]) for b in wire.body.split(b"\n\n") if b[6:7] == b"{"]
     calls = [
         c["choices"][0]["delta"]["tool_calls"]
@@ -275,3 +289,35 @@ def test_reading_a_run_in_one_split_finds_what_event_by_event_finds(
     assert text_events.read(_SHAPE, region, pos, most) == _read_one_by_one(
         _SHAPE, region, pos, most
     )
+
+
+def test_a_chunk_adds_nothing_when_it_carries_a_role_or_empty_values_alone() -> None:
+    def chunk(delta: Any, **more: Any) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "delta": delta, "finish_reason": None, **more}]}
+
+    assert adds_nothing(chunk({"role": "assistant", "content": None}))
+    assert adds_nothing(chunk({"role": "assistant", "content": "", "tool_calls": None}))
+    assert adds_nothing(chunk({}))
+    assert not adds_nothing(chunk({"content": " "}))
+    assert not adds_nothing(chunk({"reasoning_content": "hm"}))
+    assert not adds_nothing(chunk({}, finish_reason="stop"))
+    assert not adds_nothing(chunk({}, index=1))
+    assert not adds_nothing(chunk(None))
+    assert not adds_nothing({**chunk({}), "usage": {"prompt_tokens": 1}})
+    two = chunk({})
+    two["choices"] = two["choices"] * 2
+    assert not adds_nothing(two)
+
+
+def test_the_processor_lets_a_chunk_that_adds_nothing_by_only_while_it_holds_nothing() -> None:
+    proc = StreamToolProcessor(TOOLS)
+    assert proc.pass_inert()
+    proc.feed({"choices": [{"index": 0, "delta": {"content": "Sure"}, "finish_reason": None}]})
+    assert proc.pass_inert()
+    # A possible marker is held: chunks made from it later copy the latest chunk's fields.
+    proc.feed({"choices": [{"index": 0, "delta": {"content": " <tool"}, "finish_reason": None}]})
+    assert not proc.pass_inert()
+    thinking = StreamToolProcessor(TOOLS)
+    delta = {"reasoning_content": "call it"}
+    thinking.feed({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+    assert not thinking.pass_inert()  # a call may be read from the reasoning at the end
