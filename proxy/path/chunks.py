@@ -53,20 +53,26 @@ def has_content(delta: Any) -> bool:
     return False
 
 
-def adds_nothing(chunk: dict[str, Any]) -> bool:
-    """Whether a chunk adds nothing to the answer: one choice (the first), no finish reason, no
-    usage, and a delta of the role alone or of empty values (how servers open a stream)."""
+def only_delta(chunk: Any) -> dict[str, Any] | None:
+    """The delta of a chunk's one choice (index 0 or none), when nothing else is in play: no
+    finish reason, no usage report."""
+    if type(chunk) is not dict or chunk.get("usage") is not None:
+        return None
     choices = chunk.get("choices")
-    if type(choices) is not list or len(choices) != 1 or chunk.get("usage") is not None:
-        return False
+    if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:
+        return None
     choice = choices[0]
-    return (
-        type(choice) is dict
-        and choice.get("index", 0) == 0
-        and choice.get("finish_reason") is None
-        and type(choice.get("delta")) is dict
-        and not has_content(choice["delta"])
-    )
+    delta = choice.get("delta")
+    if choice.get("index", 0) != 0 or choice.get("finish_reason") is not None:
+        return None
+    return delta if type(delta) is dict else None
+
+
+def adds_nothing(chunk: dict[str, Any]) -> bool:
+    """Whether a chunk adds nothing to the answer: its one choice's `only_delta` holds the role
+    alone or empty values (how servers open a stream)."""
+    delta = only_delta(chunk)
+    return delta is not None and not has_content(delta)
 
 
 def finish_reason(chunk: dict[str, Any]) -> str | None:

@@ -385,9 +385,9 @@ class StreamRelay:
         processor = self.processor
         if isinstance(reported, dict):
             usage.record(job, chunk, self.layer.on_usage)
-        elif reported is None and self._unread(chunk):
+        elif reported is None and (processor is None or self._passes_unfed(chunk)):
             self._carries = self._carries or has
-            return frame(data)
+            return frame(data)  # the common case: relayed as it came
         if processor is None:
             outs = [chunk]
         else:
@@ -407,11 +407,11 @@ class StreamRelay:
                 parts.append(frame(orjson.dumps(item)))
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def _unread(self, chunk: dict[str, Any]) -> bool:
-        """Whether a chunk with no usage report goes out as it came, unfed: always without a
-        stream processor (the common case), and a tools stream's opening role chunk."""
-        processor = self.processor
-        return processor is None or (adds_nothing(chunk) and processor.pass_inert())
+    def _passes_unfed(self, chunk: dict[str, Any]) -> bool:
+        """Whether a tools stream's chunk goes out as it came, unfed: one that adds nothing
+        (its opening role chunk) while the processor holds nothing it would wait with."""
+        assert self.processor is not None
+        return adds_nothing(chunk) and self.processor.pass_inert()
 
     def _note_choices(self, chunk: dict[str, Any]) -> bool:
         """Note a finish reason; whether the chunk carries content (starting the idle timer)."""

@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 
+from proxy.path.chunks import only_delta
+
 
 @dataclass(frozen=True, slots=True)
 class TextShape:
@@ -45,7 +47,7 @@ def learn(data: bytes, chunk: Any) -> TextShape | None:
     non-empty string to the first choice: its text, or the arguments of a tool call (a fragment
     with an index and arguments alone). One choice, index 0 or none, no finish reason, no usage.
     None otherwise, or when the string cannot be told apart in the event's bytes."""
-    delta = _only_delta(chunk)
+    delta = only_delta(chunk)
     if delta is None:
         return None
     fragments = delta.get("tool_calls")
@@ -62,21 +64,6 @@ def learn(data: bytes, chunk: Any) -> TextShape | None:
         return None
     arguments = fn.get("arguments")
     return _shape(data, arguments, True, index) if type(arguments) is str else None
-
-
-def _only_delta(chunk: Any) -> dict[str, Any] | None:
-    """The delta of a chunk's one choice (index 0 or none), when nothing else is in play: no
-    finish reason, no usage report."""
-    if type(chunk) is not dict or chunk.get("usage") is not None:
-        return None
-    choices = chunk.get("choices")
-    if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:
-        return None
-    choice = choices[0]
-    delta = choice.get("delta")
-    if choice.get("index", 0) != 0 or choice.get("finish_reason") is not None:
-        return None
-    return delta if type(delta) is dict else None
 
 
 def _shape(data: bytes, string: str, bare: bool, call: int | None) -> TextShape | None:
