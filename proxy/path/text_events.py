@@ -35,6 +35,11 @@ class TextShape:
     tail: bytes
     bare: bool  # the delta holds the string alone (no role or other keys beside it)
     call: int | None = None
+    # The joint between two such events (`tail + head`) in two parts: `read` splits a run at
+    # `cut`, its last few bytes, and checks that each piece ends with `rest`. CPython's search
+    # for a needle of a few hundred bytes (the joint whole) cost three times the split.
+    cut: bytes = b""
+    rest: bytes = b""
 
 
 def matches(shape: TextShape, data: bytes) -> bool:
@@ -74,7 +79,13 @@ def _shape(data: bytes, string: str, bare: bool, call: int | None) -> TextShape 
     if at < 0 or data.find(written, at + 1) >= 0:
         return None  # not found, or found twice: which one is the string is not known
     head, tail = b"data: " + data[: at + 1], data[at + len(written) - 1 :] + b"\n\n"
-    return TextShape(head, tail, bare, call)
+    joint = tail + head
+    return TextShape(head, tail, bare, call, joint[-_CUT:], joint[:-_CUT])
+
+
+# The bytes of the joint `read` splits at: short enough for CPython's fast search, long enough
+# (the end of a head: `"delta":{"content":"`) that prose rarely holds it.
+_CUT = 16
 
 
 # Events read at most per call: the texts of a call are judged together, and those after the
@@ -92,20 +103,23 @@ def read(
         return [], []
     start = pos + len(head)
     # A run of such events is `head b1 tail head b2 tail ...`: split at the joints, in one call
-    # (a loop of finds cost more than the rest of a plain event's relay); the last piece ends at
-    # its first tail. No string holds a line break, and a tail ends in one: a piece with one
-    # spans another event that ends as this shape's do (a role chunk, say), and the run is then
-    # read event by event, each body ending at its first tail.
-    bodies = region[start:].split(tail + head, most - 1)
-    if b"\n" in b"".join(bodies[:-1]):
+    # (a loop of finds cost more than the rest of a plain event's relay). A piece that does not
+    # end with the rest of a joint, and the last, end the run at their first tail. No string
+    # holds a line break, and a tail ends in one: a body with one spans another event that ends
+    # as this shape's do (a role chunk, say), and the run is then read event by event, each body
+    # ending at its first tail.
+    joined_by, trim = shape.rest, len(shape.rest)
+    bodies: list[bytes] = []
+    for piece in region[start:].split(shape.cut, most - 1):
+        if piece.endswith(joined_by):
+            bodies.append(piece[: len(piece) - trim])
+            continue
+        at = piece.find(tail)
+        if at >= 0:
+            bodies.append(piece[:at])
+        break  # past it: not of this shape
+    if b"\n" in b"".join(bodies):
         bodies = _bodies(head, tail, region, pos, most)
-    else:
-        last = bodies[-1]
-        at = last.find(tail)
-        if at < 0:
-            bodies.pop()  # its event has another tail: not of this shape
-        else:
-            bodies[-1] = last[:at]
     # Where a body is no string's (an escaped quote before the tail's words), decoding it fails
     # and the event is parsed instead.
     texts = _strings(bodies)

@@ -186,6 +186,25 @@ def first_match(strings: set[str]) -> str:
     return branch(trie) if trie else "(?!)"
 
 
+def closed_set(strings: set[str]) -> str:
+    """A regex that matches exactly the strings of `strings`, a set that holds every non-empty
+    beginning of each of its strings (the beginnings of markers): a trie whose every step may
+    be the last. Unlike `first_match`, it can be asked what a match is followed by."""
+    trie: dict[str, Any] = {}
+    for text in strings:
+        node = trie
+        for ch in text:
+            node = node.setdefault(ch, {})
+
+    def branch(node: dict[str, Any]) -> str:
+        alts = [
+            re.escape(ch) + (f"(?:{branch(child)})?" if child else "") for ch, child in node.items()
+        ]
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    return branch(trie) if trie else "(?!)"
+
+
 class Next:
     """The first hit at or after a position, cached for positions that only grow.
 

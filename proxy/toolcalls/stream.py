@@ -53,6 +53,7 @@ from proxy.toolcalls.scan import (
     THINK_CLOSE,
     THINK_ENDERS,
     THINK_OPEN,
+    closed_set,
     first_match,
     past_end_tokens,
     skip,
@@ -70,6 +71,8 @@ _LEFT_OVER_SET = frozenset(LEFT_OVER)
 
 def _has_reasoning(delta: dict[str, Any]) -> bool:
     return "reasoning_content" in delta or "reasoning" in delta  # REASONING_KEYS, unrolled
+
+
 # Keys a call object can open with (BEHAVIOUR 4.1's shapes and their common variants), besides a
 # declared tool's own name: a JSON reply whose first key is none of these is an answer, not a call.
 _FIRST_KEYS = frozenset({
@@ -92,10 +95,12 @@ class Markers:
     longest: int  # the longest marker's length
     anywhere: re.Pattern[str]  # any whole marker
     starts: re.Pattern[str]  # any marker's first character
-    # In the reverse of texts joined by NULs: the last text that ends with whitespace or with a
-    # marker's beginning (group 1 is the NUL or the start before it). See `StreamToolProcessor.
-    # pass_texts`: one C-speed scan of a whole read's texts instead of a Python step for each.
-    last_open_end: re.Pattern[str]
+    # In texts joined by NULs, with a NUL after the last: the first text that ends with
+    # whitespace or with a marker's beginning (the match ends at its NUL). See
+    # `StreamToolProcessor.pass_texts`: one C-speed scan of a whole read's texts instead of a
+    # Python step for each. (Searched forwards: the reverse of the texts, matched with a
+    # leading `.*`, cost twice as much in backtracking.)
+    open_end: re.Pattern[str]
     openers: tuple[str, ...]  # what a call may open a reply with, no marker (Family.openers)
     framing: tuple[str, ...]  # a template's framing a reply may open with (Family.framing)
     # Every beginning of an opener or a framing: a reply's first text is judged on each chunk
@@ -126,9 +131,7 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
             "|".join([first_match(set(watched)), *([_LINE_AFTER.pattern] if recover else [])])
         ),
         starts=re.compile("[" + "".join(sorted({re.escape(t[0]) for t in tags})) + "]"),
-        last_open_end=re.compile(
-            r"(?s:.*)(\A|\x00)(?:\s|" + first_match({b[::-1] for b in beginnings}) + ")"
-        ),
+        open_end=re.compile(r"(?:\s|" + closed_set(beginnings) + r")\x00"),
         openers=opens,
         framing=framing,
         opening_prefixes=frozenset(o[:k] for o in (*opens, *framing) for k in range(1, len(o) + 1)),
@@ -254,9 +257,8 @@ class StreamToolProcessor:
             marks = self._marks
             if (found := marks.anywhere.search(joined)) is not None:
                 passing = joined.count("\x00", 0, found.start())
-            backwards = joined[::-1]
-            if (open_end := marks.last_open_end.match(backwards)) is not None:
-                later = backwards.count("\x00", 0, open_end.end(1))  # texts after the one found
+            if (open_end := marks.open_end.search(joined + "\x00")) is not None:
+                later = joined.count("\x00", open_end.end() - 1)  # texts after the one found
                 passing = min(passing, len(texts) - 1 - later)
         state.released.extend(texts[:passing])
         return passing

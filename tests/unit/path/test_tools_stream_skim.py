@@ -269,6 +269,9 @@ _EVENTS = st.one_of(
         [
             event({}, 0, "stop"),
             event({"role": "assistant", "content": "x"}, 0),
+            # The same head, another tail: the split's piece does not end with the joint.
+            event({"content": "x", "refusal": None}, 0),
+            event({"content": '{"content":"x'}, 0),
             b": a comment\n\n",
             event({"content": "x"}, 0).replace(b'"x"', b'"a\\"b"'),
             event({"content": "x"}, 0).replace(b'"x"', b'"a"b"'),

@@ -1,0 +1,36 @@
+"""The regex builders of `toolcalls.scan`: a trie must match what the set it was built from
+says, no more (the stream's marker checks rely on it to relay text unparsed)."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from proxy.toolcalls.scan import closed_set, first_match
+
+_WORDS = st.sets(st.text(alphabet="<>/tc_a{`|\\.", min_size=1, max_size=6), max_size=8)
+
+
+def _beginnings(words: set[str]) -> set[str]:
+    return {w[:k] for w in words for k in range(1, len(w) + 1)}
+
+
+@given(_WORDS, st.text(alphabet="<>/tc_a{`|\\.x", max_size=8))
+def test_a_closed_set_matches_exactly_its_strings(words: set[str], text: str) -> None:
+    strings = _beginnings(words)
+    pattern = re.compile(closed_set(strings))
+    assert (pattern.fullmatch(text) is not None) == (text in strings)
+
+
+@given(_WORDS, st.text(alphabet="<>/tc_a{`|\\.x", max_size=12))
+def test_first_match_finds_where_the_first_string_begins(words: set[str], text: str) -> None:
+    found = re.compile(first_match(words)).search(text)
+    starts = [i for i in range(len(text)) if any(text.startswith(w, i) for w in words)]
+    assert (found.start() if found else None) == (starts[0] if starts else None)
+
+
+def test_an_empty_set_matches_nothing() -> None:
+    assert re.compile(closed_set(set())).search("anything") is None
+    assert re.compile(first_match(set())).search("anything") is None
