@@ -410,7 +410,7 @@ def _managed_upstream(
 def parse_managed(raw: object, where: str, *, base_dir: Path | None = None) -> ManagedConfig:
     """Validate a `managed` table (also what `--model` and its flags build)."""
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a table with model = \"path/to/model.gguf\"")
+        raise ConfigError(f'{where}: expected a table with model = "path/to/model.gguf"')
     refuse_unknown(where, raw, _MANAGED_KEYS)
     model = raw.get("model")
     if not isinstance(model, str | Path) or not str(model):

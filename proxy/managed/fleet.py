@@ -221,7 +221,6 @@ class Fleet:
         await asyncio.gather(*(s.close() for s in self.servers.values()), return_exceptions=True)
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-
     def handle(self, name: str) -> Managed:
         return Managed(self, self.servers[name])
 

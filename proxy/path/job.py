@@ -227,9 +227,10 @@ class Layer(Protocol):
 
     def whole(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | None: ...
 
-    def settle(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | Decision:
-        """A whole chat answer, judged: the body to send (this one or a better earlier one), or
-        the decision to ask the model again."""
+    def settle(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | list[bytes] | Decision:
+        """A whole chat answer, judged: the body to send (this one or a better earlier one; on a
+        streamed request an earlier one comes as its events), or the decision to ask the model
+        again."""
         ...
 
     def settle_stream(

@@ -566,7 +566,7 @@ class AgentLayer:
             return False
         return job.negotiation.emulated or job.upstream.config.recover_tool_calls
 
-    def settle(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | Decision:
+    def settle(self, job: Job, body: dict[str, Any]) -> dict[str, Any] | list[bytes] | Decision:
         return reask.settle(job, body)
 
     def settle_stream(

@@ -27,9 +27,10 @@ from proxy.agent.healing import (
     summary,
     tool_calls,
 )
+from proxy.agent.negotiate import client_wants_usage
 from proxy.observe import events as ev
 from proxy.path import usage
-from proxy.path.chunks import chunk_has_content, finish_reason
+from proxy.path.chunks import chunk_has_content, completion_to_chunks, finish_reason
 from proxy.path.holding import EventsStream, HoldingStream
 from proxy.path.job import Decision, Job, StreamProcessor
 from proxy.path.sse import frame
@@ -80,7 +81,7 @@ def holder(
     return held
 
 
-def settle(job: Job, body: dict[str, Any]) -> dict[str, Any] | Decision:
+def settle(job: Job, body: dict[str, Any]) -> dict[str, Any] | list[bytes] | Decision:
     """A whole answer: the body to send, or the decision to ask again."""
     tools = tools_of(job)
     message = _message(body)
@@ -91,8 +92,9 @@ def settle(job: Job, body: dict[str, Any]) -> dict[str, Any] | Decision:
         return _with_message(body, _unforbidden(job, message)) if tool_calls(message) else body
     if job.upstream.config.heal_retries <= 0 or _cut_off(_finish(body), message):
         return body
-    settled: dict[str, Any] | Decision = _settled(
-        job, Judged(message, tools, choice, _judge(job, message, tools, choice), body),
+    settled: dict[str, Any] | list[bytes] | Decision = _settled(
+        job,
+        Judged(message, tools, choice, _judge(job, message, tools, choice), body),
         may_ask=True,
     )
     return settled
@@ -187,7 +189,7 @@ def _ask_again(job: Job, judged: Judged) -> Decision:
     conversation, the reply and the correction."""
     heal, verdict = job.heal, judged.verdict
     if heal.best is None or verdict.score < heal.best_score:
-        heal.best, heal.best_score = judged.answer, verdict.score
+        heal.best, heal.best_score = _kept(job, judged.answer), verdict.score
     heal.first = heal.first or summary(verdict)
     heal.forced = heal.forced or bool(verdict.choice)
     heal.calls_bad = heal.calls_bad or bool(verdict.problems)
@@ -207,6 +209,16 @@ def _ask_again(job: Job, judged: Judged) -> Decision:
     heal.asked += 1
     usage.set_aside(job)
     return Decision("resend", reason="heal")
+
+
+def _kept(job: Job, answer: Any) -> Any:
+    """An answer kept while the model is asked again, in the shape every answer to the request
+    takes where it is sent: a stream's events for a streamed request (whose attempts a server
+    may answer whole, which the stream relay then streams itself), else a whole body. A kept
+    body sent as events, or events as a body, broke the stream or the response (a 500)."""
+    if job.stream and isinstance(answer, dict):
+        return _frames(completion_to_chunks(answer, usage=client_wants_usage(job.body)))
+    return answer
 
 
 def gave_up(job: Job, why: str) -> Any:

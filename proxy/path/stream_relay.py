@@ -497,13 +497,14 @@ class StreamRelay:
         settled = self.layer.settle(job, body)
         if isinstance(settled, Decision):
             return settled  # asked again (self-healing)
-        body = settled
         job.events.emit(
             ev.INFO,
             f"{job.upstream.name} answered a streamed request whole; "
             "latchgate sent it to the client as a stream.",
         )
-        chunks = completion_to_chunks(body, usage=self.forward_usage)
+        if isinstance(settled, list):
+            return await self._done(settled, True)  # an earlier answer, kept as its events
+        chunks = completion_to_chunks(settled, usage=self.forward_usage)
         return await self._done([frame(orjson.dumps(c)) for c in chunks], True)
 
     async def _timed_out(self) -> Outcome:

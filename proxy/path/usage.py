@@ -13,9 +13,7 @@ from typing import Any
 from proxy.path.job import Job
 
 
-def record(
-    job: Job, body: dict[str, Any], on_usage: Callable[[Job, dict[str, Any]], None]
-) -> bool:
+def record(job: Job, body: dict[str, Any], on_usage: Callable[[Job, dict[str, Any]], None]) -> bool:
     """Note the usage report and cache count `body` carries, if any; whether it had a report."""
     usage = body.get("usage")
     if not isinstance(usage, dict):

@@ -60,6 +60,8 @@ class WholeRelay:
                 settled = self.layer.settle(job, parsed if changed is None else changed)
                 if isinstance(settled, Decision):
                     return settled  # asked again (self-healing)
+                # Every answer to a whole request is whole, a kept one too (reask._kept).
+                assert isinstance(settled, dict)
                 if settled is not parsed:
                     changed = settled
             if job.front is not None:

@@ -824,8 +824,7 @@ def plan_from_json(data: object) -> Plan | None:
         return None
     pruned = data["pruned"]
     if not all(
-        isinstance(p, list) and len(p) == 2 and _int(p[0]) and isinstance(p[1], str)
-        for p in pruned
+        isinstance(p, list) and len(p) == 2 and _int(p[0]) and isinstance(p[1], str) for p in pruned
     ):
         return None
     fold = _fold_from_json(data.get("fold"))

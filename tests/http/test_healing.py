@@ -161,6 +161,36 @@ async def test_a_second_failure_is_flagged_not_looped(
     assert sample(lg, "latchgate_tool_calls_healed_total", outcome="failed") == 1
 
 
+@pytest.mark.parametrize("first_streamed", [True, False])
+@pytest.mark.parametrize("how", ["helper", "manual"])
+async def test_a_stream_and_a_whole_answer_to_it_keep_the_first_of_two_failures(
+    how: str, first_streamed: bool, fake: FakeUpstream, lg: Running, api: Any
+) -> None:
+    # A streamed request one of whose attempts the server answers whole (latchgate streams
+    # that answer itself): the first answer, kept while the model is asked again, goes out as
+    # a stream whichever way it came.
+    other = ("call_9", "src_main.py", "{}")
+    fake.push(reply(first_streamed, UNKNOWN), reply(not first_streamed, other))
+    got, _ = await ask(api, how)
+    assert len(fake.bodies()) == 2
+    assert got == (None, [("main.py", {"path": "src/main.py"})], "tool_calls")
+    assert sample(lg, "latchgate_tool_calls_healed_total", outcome="failed") == 1
+
+
+@pytest.mark.parametrize("how", ["helper", "manual"])
+async def test_a_whole_answer_to_a_stream_is_kept_when_asking_again_fails(
+    how: str, fake: FakeUpstream, start_proxy: StartProxy
+) -> None:
+    lg = await start_proxy(
+        {"name": "fake", "base_url": fake.url, "kind": "generic", "retries": 0})
+    api = lg.client()
+    gone = Json({"error": {"message": "model unloaded", "type": "server_error"}}, status=400)
+    fake.push(reply(False, UNKNOWN), gone)
+    got, _ = await ask(api, how)
+    await api.close()
+    assert got == (None, [("main.py", {"path": "src/main.py"})], "tool_calls")
+
+
 async def test_the_better_of_two_failures_is_returned(
     fake: FakeUpstream, lg: Running, api: Any
 ) -> None:

@@ -75,4 +75,3 @@ def each_block(
         spans.extend(found)
         p = s.find(opener, max(end, p + len(opener)))
     return spans
-

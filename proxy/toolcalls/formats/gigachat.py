@@ -29,8 +29,10 @@ from proxy.toolcalls.spans import Ctx, Family, Span
 _SEP = "<|message_sep|>"
 _HEADER = "function call<|role_sep|>"
 _V31 = "<|function_call|>"
-_OPENER = re.compile(r"<\|message_sep\|>\s*function call<\|role_sep\|>|function call<\|role_sep\|>"
-                     r"|<\|function_call\|>")
+_OPENER = re.compile(
+    r"<\|message_sep\|>\s*function call<\|role_sep\|>|function call<\|role_sep\|>"
+    r"|<\|function_call\|>"
+)
 _LABEL = "gigachat"
 
 

@@ -62,9 +62,7 @@ def _find(s: str, ctx: Ctx) -> list[Span]:
     return spans
 
 
-def _call(
-    s: str, p: int, ctx: Ctx, scan: Scan, nxt: _Next
-) -> tuple[int, RawCall, str] | None:
+def _call(s: str, p: int, ctx: Ctx, scan: Scan, nxt: _Next) -> tuple[int, RawCall, str] | None:
     """The call whose `<function name="` opens at s[p]: (end, call, label), or None."""
     name, i = _attribute(s, p + len(_NAMED), len(s))
     if name is None:

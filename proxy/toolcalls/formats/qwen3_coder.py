@@ -86,9 +86,7 @@ def _next_call(s: str, start: int) -> int:
     return len(s)
 
 
-def json_body(
-    s: str, i: int, name: str, ctx: Ctx, scan: Scan
-) -> tuple[int, RawCall, str] | None:
+def json_body(s: str, i: int, name: str, ctx: Ctx, scan: Scan) -> tuple[int, RawCall, str] | None:
     """`<function=NAME>` (or `<function name="NAME">`) followed by a JSON object at s[i]."""
     end = scan.value(i)
     if end is None and not (ctx.truncated and scan.limit(i) == len(s)):
