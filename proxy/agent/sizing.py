@@ -19,6 +19,8 @@ from collections import OrderedDict, deque
 
 import orjson
 
+from proxy import knowntools
+
 # Parts whose payload is not text the tokenizer reads (base64 images, audio, files): they count
 # nothing. Files are included although 5.2 names only images and audio: a base64 PDF counted as
 # text would be refused as "too long" when the server would have taken it, and a false refusal
@@ -129,7 +131,18 @@ def estimate_chars(messages: object, tools: object) -> int:
         )
     elif messages is not None:
         total += _part_len(messages)
-    return total + (_part_len(tools) if tools is not None else 0)
+    return total + (_tools_len(tools) if tools is not None else 0)
+
+
+def _tools_len(tools: object) -> int:
+    """Bytes of a tools list's compact JSON: the length of its cache key, which a list an agent
+    sends every turn has stored (`knowntools`); serialising a 60 KB list again for its length
+    cost more than the rest of sizing the request."""
+    if type(tools) is list:
+        key = knowntools.KNOWN.key_of(tools)
+        if key is not None:
+            return len(key)
+    return _part_len(tools)
 
 
 class Calibration:
