@@ -7,7 +7,10 @@ stack). Run from the project root, with py-spy installed (`pip install py-spy`):
 
     .venv/bin/python bench/profile_proxy.py --mode stream --tools one --answer text
 
-Idle samples (the event loop waiting in `select`/`epoll`) are left out of the shares.
+Idle samples (the event loop waiting in `select`/`epoll`) are left out of the shares. The first
+line splits the busy samples by whose code the innermost frame is (the proxy's own, aiohttp,
+asyncio, the rest), in µs a request: `--target relay` profiles the bare relay the same way, so
+the two lines say how much of a request's time latchgate's own code takes against the floor's.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--mode", choices=("whole", "stream"), default="stream")
     p.add_argument("--tools", choices=("none", "one", "agent"), default="one")
     p.add_argument("--answer", choices=("text", "call", "textcall"), default="text")
-    p.add_argument("--target", default="latchgate", choices=("latchgate", "latchgate-info"))
+    p.add_argument(
+        "--target", default="latchgate", choices=("latchgate", "latchgate-info", "relay")
+    )
     p.add_argument("--connections", type=int, default=32)
     p.add_argument("--duration", type=int, default=10, help="seconds sampled (10)")
     p.add_argument("--rate", type=int, default=500, help="py-spy samples per second (500)")
@@ -56,6 +61,27 @@ def busy(stacks: collections.Counter[tuple[str, ...]]) -> collections.Counter[tu
     return collections.Counter(
         {s: n for s, n in stacks.items() if not any(idle in s[-1] for idle in _IDLE)}
     )
+
+
+def owners(stacks: collections.Counter[tuple[str, ...]], per_sample: float) -> str:
+    """The busy samples by whose code their innermost frame is, in µs a request."""
+    mine = ("proxy/", "relay.py")  # latchgate's package, or the bare relay's script
+    spent: collections.Counter[str] = collections.Counter()
+    for stack, n in stacks.items():
+        leaf = stack[-1]
+        if any(own in leaf for own in mine):
+            spent["own code"] += n
+        elif "aiohttp/" in leaf:
+            spent["aiohttp"] += n
+        elif "asyncio/" in leaf:
+            spent["asyncio"] += n
+        else:
+            spent["other"] += n
+    parts = [
+        f"{name} {spent[name] * per_sample:.0f}"
+        for name in ("own code", "aiohttp", "asyncio", "other")
+    ]
+    return "µs a request, by code: " + ", ".join(parts)
 
 
 def shares(stacks: collections.Counter[tuple[str, ...]]) -> tuple[dict[str, int], dict[str, int]]:
@@ -132,6 +158,7 @@ def main(argv: list[str] | None = None) -> None:
         # the seconds sampled.
         per_sample = 1e6 / args.rate / (rps * args.duration) if rps else 0.0
         print(f"{rps:,.0f} requests/s under py-spy")
+        print(owners(busy(stacks), per_sample))
         print(report(stacks, args.top, per_sample))
 
 
