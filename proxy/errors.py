@@ -97,6 +97,17 @@ class ProxyError(Exception):
         )
 
 
+def too_deep_to_send() -> ProxyError:
+    """The 400 for a request latchgate must write again to send and cannot: orjson reads JSON
+    nested 1024 levels deep but writes only 254."""
+    return ProxyError(
+        400,
+        "The request nests JSON more than 254 levels deep, and latchgate must re-encode it to "
+        "send it: flatten the deepest part.",
+        code="invalid_value",
+    )
+
+
 def sse_error_event(status: int, message: str, *, code: str | None = None) -> bytes:
     """An SSE `data:` event carrying an OpenAI error: the openai SDK raises it mid-stream."""
     payload = error_body(status, message, code=code)

@@ -34,7 +34,7 @@ from proxy.agent.sizing import Calibration, estimate_chars, overflow_body, prefl
 from proxy.agent.structured import JsonInWordsStream, json_from_words
 from proxy.agent.upstream_errors import UpstreamError, parse_upstream_error
 from proxy.agent.windows import WindowDiscovery
-from proxy.errors import ProxyError
+from proxy.errors import ProxyError, too_deep_to_send
 from proxy.observe import events as ev
 from proxy.path import reask, rescue
 from proxy.path.chunks import upstream_error_body
@@ -615,12 +615,7 @@ def _encode(raw: bytes, client: dict[str, Any], body: dict[str, Any]) -> bytes:
     try:
         return orjson.dumps(body)
     except orjson.JSONEncodeError:  # orjson reads 1024 levels of nesting but writes only 254
-        raise ProxyError(
-            400,
-            "The request nests JSON more than 254 levels deep, and latchgate must re-encode it "
-            "to send it: flatten the deepest part.",
-            code="invalid_value",
-        ) from None
+        raise too_deep_to_send() from None
 
 
 def _has_tool_calls(body: dict[str, Any]) -> bool:

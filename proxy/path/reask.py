@@ -33,7 +33,7 @@ from proxy.path import usage
 from proxy.path.chunks import chunk_has_content, completion_to_chunks, finish_reason
 from proxy.path.holding import EventsStream, HoldingStream
 from proxy.path.job import Decision, Job, StreamProcessor
-from proxy.path.sse import frame
+from proxy.path.sse import Unwritable, encoded
 from proxy.toolcalls import leading
 from proxy.toolcalls.recovery import recovered_event
 from proxy.toolcalls.stream import StreamToolProcessor
@@ -168,9 +168,11 @@ def _settled(job: Job, judged: Judged, *, may_ask: bool) -> Any:
             _resolved(job, "healed", "the second answer is valid")
         return answer
     if may_ask and heal.asked < job.upstream.config.heal_retries and not job.relayed:
-        return _ask_again(job, judged)
+        asked = _ask_again(job, judged)
+        if asked is not None:
+            return asked
     if not heal.asked:
-        _flagged(job, verdict, may_ask)
+        _flagged(job, verdict, _why_not_asked(job, may_ask))
         return answer
     # A tie goes to the first answer, the one the model gave unprompted: healing never returns
     # something worse than what the client would have had without it.
@@ -184,16 +186,41 @@ def _settled(job: Job, judged: Judged, *, may_ask: bool) -> Any:
     return heal.best if better else answer
 
 
-def _ask_again(job: Job, judged: Judged) -> Decision:
+# Why a reply that fails cannot be asked for again when the request or the reply cannot be
+# written out: orjson reads JSON nested 1024 levels deep but writes only 254, and both came in
+# as bytes that went on untouched.
+_TOO_DEEP = (
+    "the conversation nests JSON more than 254 levels deep, too deep for latchgate to write "
+    "it again with the correction"
+)
+
+
+def _ask_again(job: Job, judged: Judged) -> Decision | None:
     """Keep the answer if it is the best so far, and build the next attempt's body: the
-    conversation, the reply and the correction."""
+    conversation, the reply and the correction. None when either cannot be written."""
     heal, verdict = job.heal, judged.verdict
-    if heal.best is None or verdict.score < heal.best_score:
-        heal.best, heal.best_score = _kept(job, judged.answer), verdict.score
+    keep = heal.best is None or verdict.score < heal.best_score
+    source = _next_source(job, judged)
+    try:
+        source_raw = orjson.dumps(source)
+        kept = _kept(job, judged.answer) if keep else heal.best
+    except (orjson.JSONEncodeError, Unwritable):
+        return None  # nothing changed: the reply is passed on, flagged (`_settled`)
+    if keep:
+        heal.best, heal.best_score = kept, verdict.score
     heal.first = heal.first or summary(verdict)
     heal.forced = heal.forced or bool(verdict.choice)
     heal.calls_bad = heal.calls_bad or bool(verdict.problems)
-    base = heal.source or job.body
+    heal.source, heal.source_raw = source, source_raw
+    heal.asked += 1
+    usage.set_aside(job)
+    return Decision("resend", reason="heal")
+
+
+def _next_source(job: Job, judged: Judged) -> dict[str, Any]:
+    """The body the next attempt is built from: the conversation so far, the reply, and the
+    correction."""
+    base = job.heal.source or job.body
     messages = base.get("messages")
     history = messages if isinstance(messages, list) else []
     # tool_choice is restated in the correction's words, not sent again: llama-server accepts a
@@ -202,22 +229,22 @@ def _ask_again(job: Job, judged: Judged) -> Decision:
     body = {k: v for k, v in base.items() if k != "tool_choice"}
     body["messages"] = [
         *history,
-        *heal_messages(judged.message, verdict, judged.tools, judged.choice),
+        *heal_messages(judged.message, judged.verdict, judged.tools, judged.choice),
     ]
-    heal.source = body
-    heal.source_raw = orjson.dumps(heal.source)
-    heal.asked += 1
-    usage.set_aside(job)
-    return Decision("resend", reason="heal")
+    return body
 
 
 def _kept(job: Job, answer: Any) -> Any:
     """An answer kept while the model is asked again, in the shape every answer to the request
     takes where it is sent: a stream's events for a streamed request (whose attempts a server
     may answer whole, which the stream relay then streams itself), else a whole body. A kept
-    body sent as events, or events as a body, broke the stream or the response (a 500)."""
+    body sent as events, or events as a body, broke the stream or the response (a 500).
+    Raises when the answer cannot be written (nested over 254 levels): it is not kept then,
+    and the model is not asked again."""
     if job.stream and isinstance(answer, dict):
         return _frames(completion_to_chunks(answer, usage=client_wants_usage(job.body)))
+    if isinstance(answer, dict):
+        orjson.dumps(answer)  # it is written if returned (`WholeRelay.respond`): can it be?
     return answer
 
 
@@ -247,13 +274,17 @@ def _resolved(job: Job, outcome: str, what: str) -> None:
         )
 
 
-def _flagged(job: Job, verdict: Verdict, may_ask: bool) -> None:
-    """A failing reply that could not be asked for again: passed on, flagged."""
-    why = (
-        "part of it had already reached the client"
-        if job.relayed or may_ask
-        else "its text passed the hold-back limit"
-    )
+def _why_not_asked(job: Job, may_ask: bool) -> str:
+    """Why a failing reply went out as it was, the first time it was judged."""
+    if job.relayed:
+        return "part of it had already reached the client"
+    if not may_ask:
+        return "its text passed the hold-back limit"
+    return _TOO_DEEP  # asking was allowed (heal_retries is at least 1 here): it could not be
+
+
+def _flagged(job: Job, verdict: Verdict, why: str) -> None:
+    """A failing reply that could not be asked for again (`why`): passed on, flagged."""
     notice = f"{job.events.model}'s reply is not usable ({summary(verdict)}); {why}, so "
     notice += "latchgate passed it on as it was."
     if verdict.problems:
@@ -383,4 +414,4 @@ def _single(body: dict[str, Any]) -> bool:
 
 
 def _frames(chunks: list[dict[str, Any]]) -> list[bytes]:
-    return [frame(orjson.dumps(c)) for c in chunks]
+    return [encoded(c) for c in chunks]

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
+
+import orjson
 
 DONE = b"[DONE]"
 
@@ -200,6 +203,20 @@ def plain_run(region: bytes, start: int) -> int:
 def frame(data: bytes) -> bytes:
     """One `data:` event as bytes on the wire."""
     return b"data: " + data + b"\n\n"
+
+
+class Unwritable(ValueError):
+    """A chunk latchgate made or changed that orjson cannot write: it copies a field of the
+    upstream's nested deeper than orjson writes (254 levels; it reads 1024). The relay ends the
+    stream with an error, as for any upstream that breaks its stream."""
+
+
+def encoded(chunk: Any) -> bytes:
+    """`chunk` as one `data:` event; `Unwritable` when orjson cannot write it."""
+    try:
+        return frame(orjson.dumps(chunk))
+    except orjson.JSONEncodeError:
+        raise Unwritable("an event nests JSON more than 254 levels deep") from None
 
 
 def comment(text: str) -> bytes:

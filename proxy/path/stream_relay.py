@@ -26,7 +26,6 @@ import time
 from typing import Any
 
 import aiohttp
-import orjson
 from aiohttp import web
 
 from proxy.agent.upstream_errors import parse_upstream_error
@@ -53,6 +52,8 @@ from proxy.path.sse import (
     DONE,
     EventTooLarge,
     SSEParser,
+    Unwritable,
+    encoded,
     frame,
     next_block,
     parse_block,
@@ -180,6 +181,8 @@ class StreamRelay:
             )
         except EventTooLarge as err:
             return await self._too_large(err)
+        except Unwritable:
+            return await unwritable(self.request, job)
         except (asyncio.CancelledError, out.ClientGone):
             raise
         except Exception as exc:  # a bug of ours on an odd chunk: end the stream, never garble it
@@ -197,7 +200,7 @@ class StreamRelay:
         finally:
             if isinstance(resp, aiohttp.ClientResponse):
                 resp.close()
-        return await self._end()
+        return await self._finish()
 
     # -- one read --------------------------------------------------------------------------
 
@@ -404,7 +407,7 @@ class StreamRelay:
                 parts.append(frame(data))
             else:
                 self._carries = self._carries or chunk_has_content(item)
-                parts.append(frame(orjson.dumps(item)))
+                parts.append(encoded(item))
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _passes_unfed(self, chunk: dict[str, Any]) -> bool:
@@ -444,6 +447,14 @@ class StreamRelay:
         await out.write(client, out.with_notices(job, b"".join(batch)))
         batch.clear()
 
+    async def _finish(self) -> Outcome:
+        """`_end`, or the error when an event it writes cannot be (`Unwritable`): the
+        processor's last events, or an answer kept while asking again."""
+        try:
+            return await self._end()
+        except Unwritable:
+            return await unwritable(self.request, self.job)
+
     async def _end(self) -> Outcome:
         """The body ended: finish the client's stream, or say it came up short."""
         job = self.job
@@ -454,7 +465,7 @@ class StreamRelay:
         if self.processor is not None:
             tail = self.processor.finish()
             if incomplete:
-                self.pending += [frame(orjson.dumps(c)) for c in tail]
+                self.pending += [encoded(c) for c in tail]
                 carries = any(chunk_has_content(c) for c in tail)
             else:
                 settled = self.layer.settle_stream(job, self.pending, tail)
@@ -505,7 +516,7 @@ class StreamRelay:
         if isinstance(settled, list):
             return await self._done(settled, True)  # an earlier answer, kept as its events
         chunks = completion_to_chunks(settled, usage=self.forward_usage)
-        return await self._done([frame(orjson.dumps(c)) for c in chunks], True)
+        return await self._done([encoded(c) for c in chunks], True)
 
     async def _timed_out(self) -> Outcome:
         job = self.job
@@ -590,10 +601,26 @@ async def too_large(request: web.Request, job: Job, err: EventTooLarge) -> web.S
         "stream (events end with a blank line)."
     )
     job.upstream_error = f"stream: {err}"
+    return await _broken(request, job, message, "upstream_bad_stream")
+
+
+async def unwritable(request: web.Request, job: Job) -> web.StreamResponse:
+    """An event latchgate changed and cannot write (`Unwritable`): like a broken stream, a 502
+    before content and an error event after; not retried (the server nests it so every time)."""
+    message = (
+        f"The upstream {job.upstream.name} sent a stream event nested more than 254 levels "
+        "deep, and latchgate, which had to change it (a tool call recovered, a chunk rebuilt), "
+        "cannot write it again. Check the server's output: no chat chunk needs that depth."
+    )
+    job.upstream_error = "stream: an event nests JSON more than 254 levels deep"
+    return await _broken(request, job, message, "upstream_bad_answer")
+
+
+async def _broken(request: web.Request, job: Job, message: str, code: str) -> web.StreamResponse:
+    """A stream the upstream broke, never retried: a 502 before content, an error event after."""
     if job.relayed:
-        return await out.end_with_error(request, job, 502, message, "upstream_bad_stream")
-    body = error_body(502, message, code="upstream_bad_stream")
-    return await out.give(request, job, Decision.give(502, body))
+        return await out.end_with_error(request, job, 502, message, code)
+    return await out.give(request, job, Decision.give(502, error_body(502, message, code=code)))
 
 
 def _log_internal_error(job: Job, exc: BaseException) -> None:

@@ -22,7 +22,7 @@ from proxy.path import usage
 from proxy.path.answers import judge
 from proxy.path.answers import message as answer_message
 from proxy.path.chunks import loads
-from proxy.path.client import add_headers
+from proxy.path.client import add_headers, json_response
 from proxy.path.deadlines import Deadlines
 from proxy.path.job import Decision, Job, Layer
 from proxy.path.sending import Sender
@@ -67,7 +67,7 @@ class WholeRelay:
             if job.front is not None:
                 return self._translated(job, resp.status, parsed if changed is None else changed)
             if changed is not None:
-                raw = orjson.dumps(changed)
+                raw = _written(job, changed, raw)
         out = web.Response(status=resp.status, body=raw)
         out.headers["Content-Type"] = resp.headers.get("Content-Type", "application/json")
         add_headers(out, job)
@@ -88,7 +88,22 @@ class WholeRelay:
     def _translated(job: Job, status: int, body: dict[str, Any]) -> web.Response:
         """The answer in the shape of the API the client spoke."""
         assert job.front is not None
-        out = web.Response(status=status, body=job.front.whole(job, body))
+        try:
+            translated = job.front.whole(job, body)
+        except orjson.JSONEncodeError:
+            # The Messages front writes a call's arguments as an object: one nested deeper than
+            # orjson writes (254 levels) cannot be, and the chat answer's bytes are no answer
+            # in that API's shape.
+            job.status = 502
+            job.upstream_error = "an answer nested more than 254 levels deep"
+            message = (
+                f"The upstream {job.upstream.name} answered with JSON nested more than 254 "
+                f"levels deep (a tool call's arguments), which latchgate cannot write in the "
+                f"{job.front.name.capitalize()} API's shape."
+            )
+            error = error_body(502, message, code="upstream_bad_answer")
+            return json_response(job, 502, orjson.dumps(error))
+        out = web.Response(status=status, body=translated)
         out.headers["Content-Type"] = "application/json"
         add_headers(out, job)
         return out
@@ -163,3 +178,18 @@ class WholeRelay:
         if job.route != "chat":
             return None
         return self.layer.whole(job, parsed)
+
+
+def _written(job: Job, changed: dict[str, Any], raw: bytes) -> bytes:
+    """The bytes of the answer latchgate changed; the server's own `raw` when orjson cannot
+    write it (it reads JSON nested 1024 levels deep, writes 254): the client then has the
+    answer as the server gave it, which loses nothing, rather than a 500."""
+    try:
+        return orjson.dumps(changed)
+    except orjson.JSONEncodeError:
+        job.events.emit(
+            ev.INFO,
+            f"{job.upstream.name}'s answer nests JSON more than 254 levels deep, too deep for "
+            "latchgate to write its repairs: it is passed on as the server sent it.",
+        )
+        return raw

@@ -84,7 +84,13 @@ class MemoryStore:
         return len(self._entries)
 
     async def put(self, stored: StoredResponse) -> None:
-        size = len(orjson.dumps(stored.response)) + len(orjson.dumps(stored.input_items))
+        try:
+            size = len(orjson.dumps(stored.response)) + len(orjson.dumps(stored.input_items))
+        except orjson.JSONEncodeError:
+            # Input nested deeper than orjson writes (254 levels; it reads 1024): it could be
+            # neither sized nor shared, so, like a response larger than the store, it is kept
+            # nowhere, and a client continuing it is told it is not stored.
+            return
         if size > self.max_bytes or self.max_entries == 0:
             return  # larger than the whole store: kept nowhere (the caller's id just expires)
         self._drop(stored.id)

@@ -177,6 +177,25 @@ async def test_a_stream_and_a_whole_answer_to_it_keep_the_first_of_two_failures(
     assert sample(lg, "latchgate_tool_calls_healed_total", outcome="failed") == 1
 
 
+@pytest.mark.parametrize("how", HOWS)
+async def test_a_request_too_deep_to_write_again_passes_the_reply_on_flagged(
+    how: str, fake: FakeUpstream, lg: Running, api: Any
+) -> None:
+    # 300 levels of nesting: orjson reads the request (its own bytes go upstream) but cannot
+    # write the body that would ask again (254 levels at most). That was a 500.
+    deep: Any = 1
+    for _ in range(300):
+        deep = [deep]
+    stream = how != "whole"
+    fake.push(reply(stream, UNKNOWN), reply(stream, GOOD))
+    got, notices = await ask(api, how, extra_body={"metadata": deep})
+    assert got == (None, [("main.py", {"path": "src/main.py"})], "tool_calls")
+    assert len(fake.bodies()) == 1
+    if how == "whole":
+        assert any("more than 254 levels deep" in n and "passed it on" in n for n in notices)
+    assert sample(lg, "latchgate_tool_calls_healed_total", outcome="flagged") == 1
+
+
 async def test_the_better_of_two_failures_is_returned(
     fake: FakeUpstream, lg: Running, api: Any
 ) -> None:

@@ -234,10 +234,18 @@ def _call(block: dict[str, Any], param: str) -> dict[str, Any]:
     arguments = block.get("input", {})
     if not isinstance(arguments, dict):
         raise bad(f"{param}.input", f"{param}.input must be an object.")
+    try:
+        text = orjson.dumps(arguments).decode()
+    except orjson.JSONEncodeError:  # orjson reads 1024 levels of nesting, writes 254
+        raise bad(
+            f"{param}.input",
+            f"{param}.input nests JSON more than 254 levels deep, and latchgate must write it "
+            "as the call's arguments: flatten the deepest part.",
+        ) from None
     return {
         "id": chat_call_id(call_id),
         "type": "function",
-        "function": {"name": name, "arguments": orjson.dumps(arguments).decode()},
+        "function": {"name": name, "arguments": text},
     }
 
 

@@ -260,7 +260,14 @@ def _call(b: _Builder, item: dict[str, Any], param: str, kind: str) -> None:
         if not isinstance(action, dict):
             raise bad(f"{param}.action", f"{param}.action must be an object.")
         name = b.tools.chat_name("local_shell")
-        arguments = orjson.dumps({k: v for k, v in action.items() if k != "type"}).decode()
+        try:
+            arguments = orjson.dumps({k: v for k, v in action.items() if k != "type"}).decode()
+        except orjson.JSONEncodeError:  # orjson reads 1024 levels of nesting, writes 254
+            raise bad(
+                f"{param}.action",
+                f"{param}.action nests JSON more than 254 levels deep, and latchgate must "
+                "write it as the call's arguments: flatten the deepest part.",
+            ) from None
         if isinstance(item.get("id"), str):
             b.shell_ids[item["id"]] = call_id
     else:
