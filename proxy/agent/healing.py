@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import orjson
 
+from proxy.jsontext import compact
 from proxy.toolcalls.validation import (
     INVALID,
     UNKNOWN_TOOL,
@@ -304,7 +305,7 @@ def _kind(schema: object) -> str:
         return "any"
     enum = schema.get("enum")
     if isinstance(enum, list) and enum:
-        return "one of " + ", ".join(orjson.dumps(v).decode() for v in enum[:12])
+        return "one of " + ", ".join(compact(v) for v in enum[:12])
     kind = schema.get("type")
     if kind == "array":
         return f"array of {_kind(schema.get('items'))}"
@@ -347,7 +348,8 @@ def _call_line(call: object) -> str:
             return f'{{"name": {name}, "arguments": {raw}}}'
     else:
         arguments = raw
-    return f'{{"name": {name}, "arguments": {orjson.dumps(arguments).decode()}}}'
+    # compact: arguments nested past what orjson writes (254 levels) are written all the same
+    return f'{{"name": {name}, "arguments": {compact(arguments)}}}'
 
 
 def summary(verdict: Verdict) -> str:

@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from proxy.jsontext import compact
+
 _DECODER = json.JSONDecoder()  # raw_decode: where one JSON value ends (orjson reads whole texts)
 _MAX = 256 * 1024  # a reply longer than this is not scanned
 
@@ -76,7 +78,8 @@ def _chat_call(call: dict[str, Any], index: int) -> dict[str, Any]:
     return {
         "id": f"call_recovered_{index}",
         "type": "function",
-        "function": {"name": call["name"], "arguments": orjson.dumps(call["arguments"]).decode()},
+        # compact: arguments nested past what orjson writes (254 levels) are written all the same
+        "function": {"name": call["name"], "arguments": compact(call["arguments"])},
     }
 
 

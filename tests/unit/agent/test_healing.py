@@ -144,6 +144,17 @@ def test_calls_as_text() -> None:
     assert calls_as_text(message(call("ls")))["content"] == '{"name": "ls", "arguments": {}}'
 
 
+def test_arguments_nested_past_what_orjson_writes_go_back_whole() -> None:
+    # 300 levels: orjson reads them (1024) but writes 254; the reply as text was a 500.
+    deep: Any = 1
+    for _ in range(300):
+        deep = [deep]
+    reply = message(call("nope", json.dumps({"x": deep})))
+    said, _ = heal_messages(reply, judge(reply, TOOLS, Choice()), TOOLS, Choice())
+    assert json.loads(said["content"]) == {"name": "nope", "arguments": {"x": deep}}
+    assert json.loads(calls_as_text(reply)["content"])["arguments"] == {"x": deep}
+
+
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,

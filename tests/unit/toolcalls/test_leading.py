@@ -70,3 +70,13 @@ def test_in_answer() -> None:
 def test_never_raises(text: str) -> None:
     leading_calls(text, NAMES)
     leading_calls("{" + text, NAMES)
+
+
+def test_arguments_nested_past_what_orjson_writes_are_written_all_the_same() -> None:
+    # 300 levels: orjson writes 254; the call became a 500.
+    deep: Any = 1
+    for _ in range(300):
+        deep = [deep]
+    line = json.dumps({"name": "get_weather", "arguments": {"city": deep}})
+    assert calls(line + "\nDone.") == ([("get_weather", {"city": deep})], "Done.")
+
