@@ -125,13 +125,16 @@ def _span(text: str) -> str | None:
 
 def _strict(span: str) -> str | None:
     try:
-        return orjson.dumps(orjson.loads(span)).decode()
+        return compact(orjson.loads(span))  # compact: any depth (orjson writes 254 levels)
     except orjson.JSONDecodeError:
         return None
 
 
 def _repaired(span: str) -> str | None:
-    value = json_repair.loads(span)
+    try:
+        value = json_repair.loads(span)
+    except (ValueError, RecursionError):
+        return None  # nested past what its recursive parser takes
     # json_repair answers "" (or a bare scalar) when it found no structure; that is no JSON.
     if not isinstance(value, dict | list):
         return None

@@ -26,6 +26,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from proxy.jsontext import compact
+
 MAX_MESSAGE = 2000  # a message that is not JSON is cut here (an HTML page, a stack trace)
 
 
@@ -120,7 +122,7 @@ def _field(value: object) -> str:
         return ""
     if isinstance(value, str):
         return value
-    return orjson.dumps(value).decode()  # Mistral puts a dict in `message`
+    return compact(value)  # Mistral puts a dict in `message` (compact: any depth)
 
 
 def _from_object(data: dict[str, Any]) -> _Envelope:
@@ -183,7 +185,7 @@ def _collect(value: object, parts: list[str], depth: int) -> None:
             # request, user messages included): words in it are the client's, not the
             # server's, and must not be read as a refusal.
             kept = {k: v for k, v in value.items() if k not in ("input", "ctx", "url")}
-            parts.append(orjson.dumps(kept).decode())
+            parts.append(compact(kept))  # any depth (orjson writes 254 levels)
         for key in _TEXT_KEYS:
             _collect_value(value.get(key), parts, depth)
         for key in ("metadata", "details", "fieldViolations"):

@@ -151,7 +151,10 @@ def _json_repair_fallback(text: str) -> tuple[Any, bool] | None:
         return None
     if len(text) > _REPAIR_LIMIT:
         return None
-    value = json_repair.loads(text, skip_json_loads=True)
+    try:
+        value = json_repair.loads(text, skip_json_loads=True)
+    except (ValueError, RecursionError):
+        return None  # nested past what its recursive parser takes: left as the model wrote it
     expected = dict if text[0] == "{" else list
     if not isinstance(value, expected) or not _keeps_everything(text, value):
         return None
@@ -167,7 +170,7 @@ def _keeps_everything(text: str, value: Any) -> bool:
     (`{"time": 15:30}` became `{"time": 15}`) and turns an object it cannot read into a list
     (`{invalid json}`): a call with those arguments would not be the call the model wrote, so
     the text stays unparseable and is passed on as it came, flagged (BEHAVIOUR.md 4.2)."""
-    out = orjson.dumps(value).decode()
+    out = compact(value)  # any depth: orjson writes 254 levels
     if out.count("{") < text.count("{") or out.count("[") < text.count("["):
         return False
     words = set(_WORD.findall(out))

@@ -14,9 +14,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from proxy.agent.rescue.transcript import role, text_of
+from proxy.jsontext import compact
 
 INSTRUCTIONS = (
     "You write the working notes an AI assistant needs to continue a conversation whose earlier "
@@ -54,7 +53,7 @@ def _calls(message: dict[str, Any]) -> list[str]:
         if isinstance(function, dict):
             arguments = function.get("arguments")
             if not isinstance(arguments, str):
-                arguments = orjson.dumps(arguments).decode()
+                arguments = compact(arguments)  # any depth (orjson writes 254 levels)
             lines.append(f"[called {function.get('name')}({arguments})]")
     return lines
 

@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -155,3 +156,16 @@ def test_repaired_json_with_an_emoji_written_as_escapes_is_sendable() -> None:
     out = stream.finish()
     assert orjson.loads(out[0]["choices"][0]["delta"]["content"]) == {"a": "\U0001f642"}
     orjson.dumps(out)  # every chunk can be written
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # 300 levels: orjson reads it and writes only 254 (the strict path was a 500).
+        ("Here:\n```json\n" + "[" * 300 + "1" + "]" * 300 + "\n```", "[" * 300 + "1" + "]" * 300),
+        # Broken and 2000 levels deep: past json_repair's parser, which raises (a 500 too).
+        ('{"a": ' + "[" * 2000 + "1", None),
+    ],
+)
+def test_json_nested_past_what_the_parsers_take(text: str, want: str | None) -> None:
+    assert extract_json(text) == want

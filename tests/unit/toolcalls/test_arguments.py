@@ -110,3 +110,16 @@ def test_huge_broken_arguments_are_not_handed_to_json_repair(
     small = "{x " + "x " * 100 + "}"  # the same shape under the limit does reach json_repair
     repair_arguments(small, "stop")
     assert seen == [len(small)]
+
+
+@pytest.mark.parametrize("levels", [300, 2000])
+def test_arguments_nested_past_what_the_parsers_take_do_not_fail(levels: int) -> None:
+    # Lists left open inside an object are closed by json_repair, whose repair is checked by
+    # writing it out: 300 levels is past what orjson writes (254), 2000 past json_repair's own
+    # parser, which raises. Both were a 500 through a call written as text.
+    broken = '{"a": ' + "[" * levels + "1}"
+    result = repair_arguments(broken, "stop")
+    if levels == 300:
+        assert result == Repair('{"a":' + "[" * levels + "1" + "]" * levels + "}", "repaired")
+    else:
+        assert result == Repair(broken, "unparseable")
