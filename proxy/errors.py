@@ -108,6 +108,18 @@ def too_deep_to_send() -> ProxyError:
     )
 
 
+def too_deep_to_write(param: str, written_as: str) -> ProxyError:
+    """The 400 for a part of a request latchgate must write again (as `written_as`) and cannot:
+    nested past the 254 levels orjson writes."""
+    return ProxyError(
+        400,
+        f"{param} nests JSON more than 254 levels deep, and latchgate must write it as "
+        f"{written_as}: flatten the deepest part.",
+        param=param,
+        code="invalid_value",
+    )
+
+
 def sse_error_event(status: int, message: str, *, code: str | None = None) -> bytes:
     """An SSE `data:` event carrying an OpenAI error: the openai SDK raises it mid-stream."""
     payload = error_body(status, message, code=code)

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from proxy import knowntools
-from proxy.errors import ProxyError
+from proxy.errors import ProxyError, too_deep_to_write
 from proxy.fronts.common import Options, late_system
 
 TOOL_ID_PREFIX = "toolu_"
@@ -237,11 +237,7 @@ def _call(block: dict[str, Any], param: str) -> dict[str, Any]:
     try:
         text = orjson.dumps(arguments).decode()
     except orjson.JSONEncodeError:  # orjson reads 1024 levels of nesting, writes 254
-        raise bad(
-            f"{param}.input",
-            f"{param}.input nests JSON more than 254 levels deep, and latchgate must write it "
-            "as the call's arguments: flatten the deepest part.",
-        ) from None
+        raise too_deep_to_write(f"{param}.input", "the call's arguments") from None
     return {
         "id": chat_call_id(call_id),
         "type": "function",

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from proxy.errors import too_deep_to_write
 from proxy.fronts.common import Options, late_system
 from proxy.fronts.ids import new_id
 from proxy.fronts.responses.tools import CUSTOM_PARAMETER, Tools, bad
@@ -263,11 +264,7 @@ def _call(b: _Builder, item: dict[str, Any], param: str, kind: str) -> None:
         try:
             arguments = orjson.dumps({k: v for k, v in action.items() if k != "type"}).decode()
         except orjson.JSONEncodeError:  # orjson reads 1024 levels of nesting, writes 254
-            raise bad(
-                f"{param}.action",
-                f"{param}.action nests JSON more than 254 levels deep, and latchgate must "
-                "write it as the call's arguments: flatten the deepest part.",
-            ) from None
+            raise too_deep_to_write(f"{param}.action", "the call's arguments") from None
         if isinstance(item.get("id"), str):
             b.shell_ids[item["id"]] = call_id
     else:
