@@ -98,7 +98,7 @@ class WholeRelay:
             job.upstream_error = "an answer nested more than 254 levels deep"
             message = (
                 f"The upstream {job.upstream.name} answered with JSON nested more than 254 "
-                f"levels deep (a tool call's arguments), which latchgate cannot write in the "
+                "levels deep (a tool call's arguments), which latchgate cannot write in the "
                 f"{job.front.name.capitalize()} API's shape."
             )
             error = error_body(502, message, code="upstream_bad_answer")

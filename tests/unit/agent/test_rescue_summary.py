@@ -245,6 +245,5 @@ def test_render_writes_object_arguments_at_any_depth() -> None:
     for _ in range(300):
         deep = [deep]
     rendered = render(calling(None, ("ls", {"a": deep})), 100_000)
-    assert (
-        rendered == "assistant: [called ls(" + json.dumps({"a": deep}, separators=(",", ":")) + ")]"
-    )
+    written = json.dumps({"a": deep}, separators=(",", ":"))
+    assert rendered == f"assistant: [called ls({written})]"

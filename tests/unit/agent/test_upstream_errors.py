@@ -64,7 +64,8 @@ def test_vllm_int_code_and_null_param() -> None:
 
 def test_anthropic_envelope() -> None:
     raw = (
-        b'{"type":"error","error":{"type":"invalid_request_error","message":"m"},"request_id":"r"}'
+        b'{"type":"error","error":{"type":"invalid_request_error","message":"m"},'
+        b'"request_id":"r"}'
     )
     error = parse_upstream_error(400, raw)
     assert fields(error) == ("m", "invalid_request_error", "", "")
@@ -112,15 +113,8 @@ def test_fastapi_detail_is_the_message_when_there_is_none() -> None:
 
 def test_mistral_detail_items_keep_their_loc() -> None:
     item = {"type": "extra_forbidden", "loc": ["body", "seed"], "msg": "Extra inputs"}
-    raw = orjson.dumps(
-        {
-            "object": "error",
-            "message": {"detail": [item]},
-            "type": "invalid_request_error",
-            "param": None,
-            "code": None,
-        }
-    )
+    raw = orjson.dumps({"object": "error", "message": {"detail": [item]},
+                        "type": "invalid_request_error", "param": None, "code": None})
     error = parse_upstream_error(422, raw)
     assert error.text == (
         '{"type":"extra_forbidden","loc":["body","seed"],"msg":"Extra inputs"}\nExtra inputs'
@@ -140,19 +134,15 @@ def test_mistral_newer_envelope_reads_detail_for_an_empty_message() -> None:
 
 def test_pydantic_echoed_input_is_not_text() -> None:
     # the client's own words, echoed back, must not be read as the server's refusal
-    item = {
-        "type": "extra_forbidden",
-        "loc": ["body", "x"],
-        "msg": "Extra inputs",
-        "input": {"messages": [{"content": "unknown parameter: 'top_k'"}]},
-    }
+    item = {"type": "extra_forbidden", "loc": ["body", "x"], "msg": "Extra inputs",
+            "input": {"messages": [{"content": "unknown parameter: 'top_k'"}]}}
     error = parse_upstream_error(422, orjson.dumps({"detail": [item]}))
     assert "top_k" not in error.text
 
 
 def test_python_repr_error_list_is_read_as_the_list() -> None:  # old vLLM
     raw = (
-        b"{\"object\":\"error\",\"message\":\"[{'type': 'extra_forbidden', 'loc': ('body', "
+        b'{"object":"error","message":"[{\'type\': \'extra_forbidden\', \'loc\': (\'body\', '
         b"'top_k'), 'msg': 'Extra inputs are not permitted', 'input': 'secret words'}]\"}"
     )
     error = parse_upstream_error(400, raw)
@@ -181,17 +171,8 @@ def test_gemini_array_text_keeps_every_element() -> None:
 
 
 def test_gemini_field_violations_are_text() -> None:
-    raw = orjson.dumps(
-        [
-            {
-                "error": {
-                    "code": 400,
-                    "message": "m",
-                    "details": [{"fieldViolations": [{"description": 'Unknown name "top_k"'}]}],
-                }
-            }
-        ]
-    )
+    raw = orjson.dumps([{"error": {"code": 400, "message": "m", "details": [
+        {"fieldViolations": [{"description": "Unknown name \"top_k\""}]}]}}])
     assert parse_upstream_error(400, raw).text == 'm\nUnknown name "top_k"'
 
 
