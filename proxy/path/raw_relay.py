@@ -22,6 +22,7 @@ from proxy.path.sending import Sender
 from proxy.path.sse import DONE, EventTooLarge, SSEParser, frame
 from proxy.path.stream_relay import Outcome, too_large
 from proxy.path.whole import WholeRelay
+from proxy.upstreams.transport import Response
 
 
 class RawStreamRelay:
@@ -42,7 +43,7 @@ class RawStreamRelay:
         timer = self.deadlines.at(loop.time() + first if first > 0 else None)
         parser = SSEParser()
         end = RESPONSES_END if job.route == "responses" else RAW_END  # how this stream finishes
-        resp: aiohttp.ClientResponse | Decision | None = None
+        resp: Response | Decision | None = None
         ended = False  # [DONE] or a finish reason came
         try:
             with timer:
@@ -75,7 +76,7 @@ class RawStreamRelay:
         except EventTooLarge as err:
             return await too_large(request, job, err)
         finally:
-            if isinstance(resp, aiohttp.ClientResponse):
+            if isinstance(resp, Response):
                 resp.close()
         if not ended:
             detail = "ended the stream without finishing the answer (no finish reason, no [DONE])"
@@ -89,7 +90,7 @@ class RawStreamRelay:
         self,
         request: web.Request,
         job: Job,
-        resp: aiohttp.ClientResponse,
+        resp: Response,
         parser: SSEParser,
         end: re.Pattern[bytes],
     ) -> bool:
@@ -104,9 +105,7 @@ class RawStreamRelay:
             job.relayed = True
         return ended
 
-    async def _open(
-        self, request: web.Request, job: Job, resp: aiohttp.ClientResponse
-    ) -> web.StreamResponse:
+    async def _open(self, request: web.Request, job: Job, resp: Response) -> web.StreamResponse:
         return await out.open_stream(
             request,
             job,

@@ -22,6 +22,7 @@ from proxy.path.deadlines import Deadlines
 from proxy.path.job import Decision, Job, Layer
 from proxy.upstreams.client import forwardable_headers
 from proxy.upstreams.pool import Pool, id_slot_body
+from proxy.upstreams.transport import Response
 
 MAX_ERROR_BODY = 1024 * 1024  # an upstream error body larger than this is cut (it is prose)
 SETTLE_TIMEOUT = 5.0  # seconds to wait for a server to end a stream's body after [DONE]
@@ -48,7 +49,7 @@ class Sender:
         self.on_attempt = on_attempt
         self._settling: set[asyncio.Task[None]] = set()  # see `release`
 
-    async def open(self, job: Job) -> aiohttp.ClientResponse | Decision:
+    async def open(self, job: Job) -> Response | Decision:
         """Send the attempt's body; the response once its headers arrived (body unread), or
         the decision when the body cannot be built or the server cannot be reached."""
         try:
@@ -103,7 +104,7 @@ class Sender:
         return None
 
     @staticmethod
-    def _open_pooled(job: Job, pool: Pool, payload: bytes) -> Awaitable[aiohttp.ClientResponse]:
+    def _open_pooled(job: Job, pool: Pool, payload: bytes) -> Awaitable[Response]:
         """Open on a member of the pool: the one its conversation was on, else the least busy
         (`Pool.choose`), on the conversation's llama.cpp slot when one is known."""
         if job.choice is not None:
@@ -117,14 +118,14 @@ class Sender:
         base = choice.member.base
         return job.upstream.open_on(base, job.path, payload, client_auth=job.client_auth)
 
-    async def start(self, job: Job) -> aiohttp.ClientResponse | Decision:
+    async def start(self, job: Job) -> Response | Decision:
         """`open`, and an error status judged at once: a 2xx response, or the decision."""
         resp = await self.open(job)
         if isinstance(resp, Decision) or resp.status < 400:
             return resp
         return await self.refusal(job, resp)
 
-    async def refusal(self, job: Job, resp: aiohttp.ClientResponse) -> Decision:
+    async def refusal(self, job: Job, resp: Response) -> Decision:
         """An error status: read the body (to its end, up to a cap); the layer decides."""
         t0 = time.perf_counter()
         raw = bytearray()
@@ -144,7 +145,7 @@ class Sender:
         # Masked before anything reads it: upstreams echo the key they were sent in errors.
         return self.layer.on_error(job, resp.status, resp.headers, job.masker.bytes(bytes(raw)))
 
-    def release(self, resp: aiohttp.ClientResponse) -> None:
+    def release(self, resp: Response) -> None:
         """Give a finished stream's upstream connection back to the pool.
 
         Servers such as llama.cpp end the HTTP body a moment after `data: [DONE]`. Releasing a
@@ -165,7 +166,7 @@ class Sender:
             task.cancel()
         await asyncio.gather(*self._settling, return_exceptions=True)
 
-    async def _settle(self, resp: aiohttp.ClientResponse) -> None:
+    async def _settle(self, resp: Response) -> None:
         try:
             with self.deadlines.at(self.deadlines.loop().time() + SETTLE_TIMEOUT):
                 while await resp.content.readany():

@@ -59,6 +59,7 @@ from proxy.path.sse import (
     parse_block,
     plain_run,
 )
+from proxy.upstreams.transport import Body, Response
 
 _WRITE_ROOM = 16 * 1024  # well under asyncio's 64 KiB default high-water mark
 
@@ -136,7 +137,7 @@ class StreamRelay:
         """The attempt: the client's (finished) stream, or what the attempt loop does next."""
         job = self.job
         job.content_started = False  # per attempt: a retry gets its own first-token limit
-        resp: aiohttp.ClientResponse | Decision | None = None
+        resp: Response | Decision | None = None
         try:
             with self.watchdog:
                 resp = await self.sender.start(job)
@@ -198,13 +199,13 @@ class StreamRelay:
                 "internal_error",
             )
         finally:
-            if isinstance(resp, aiohttp.ClientResponse):
+            if isinstance(resp, Response):
                 resp.close()
         return await self._finish()
 
     # -- one read --------------------------------------------------------------------------
 
-    async def _read_or_keepalive(self, content: aiohttp.StreamReader) -> bytes | None:
+    async def _read_or_keepalive(self, content: Body) -> bytes | None:
         """The next read; or, when `every` seconds pass without one before the answer began,
         a keepalive to the client instead (None). The relay writes it itself, so the client's
         stream has one writer (a second task's cancelled write could cancel the relay's)."""
@@ -219,7 +220,7 @@ class StreamRelay:
             await keepalive.send(self.request, self.job)
             return None
 
-    async def _relay_read(self, chunk: bytes, resp: aiohttp.ClientResponse) -> Outcome | None:
+    async def _relay_read(self, chunk: bytes, resp: Response) -> Outcome | None:
         """Relay what one read completed; an outcome when an error event ends the attempt."""
         job = self.job
         # Whole events only: a key the masker looks for is never split across two regions.
@@ -490,7 +491,7 @@ class StreamRelay:
 
     # -- what the upstream did instead ---------------------------------------------------------
 
-    async def _whole_as_stream(self, resp: aiohttp.ClientResponse) -> Outcome:
+    async def _whole_as_stream(self, resp: Response) -> Outcome:
         """The server ignored `stream: true` and answered whole: stream that answer ourselves."""
         job = self.job
         raw = job.masker.bytes(await resp.read())

@@ -2,8 +2,12 @@
 
 An `Upstream` owns the connection pool, the key, the detected server kind and the probes
 (`/v1/models` listing, readiness). The request pipeline asks it to `open` a request and gets the
-live `aiohttp.ClientResponse` back, so it can stream or read whole as it chooses; everything about
+live `transport.Response` back, so it can stream or read whole as it chooses; everything about
 what to send and what to do with the answer lives elsewhere.
+
+Two clients, on purpose: the request path's requests go through the lean `transport` (its
+docstring says why), latchgate's own few (probes, listings, token counts, summaries, forwarded
+`GET`s) through an aiohttp session, whose conveniences cost nothing at their rate.
 
 An upstream of several servers (`base_urls`) has a `pool` (`proxy.upstreams.pool`): the sender
 chooses a member per attempt and opens on its base URL (`open_on`); latchgate's own requests
@@ -21,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import orjson
-from aiohttp import ClientResponse, ClientSession, ClientTimeout, DummyCookieJar, TCPConnector
+from aiohttp import ClientSession, ClientTimeout, DummyCookieJar, TCPConnector
 
 from proxy import __version__
 from proxy.headers import header_value
 from proxy.settings import LOCAL_KINDS, UpstreamConfig
 from proxy.upstreams.pool import Change, Pool
+from proxy.upstreams.transport import Response, Transport
 
 if TYPE_CHECKING:
     from proxy.managed.fleet import Managed
@@ -74,6 +79,7 @@ class Upstream:
         self.kind = config.kind if config.kind != "auto" else "generic"
         self._kind_detected = config.kind != "auto"
         self._session: ClientSession | None = None
+        self.transport = Transport(config.connect_timeout)
         self.base = config.base_url.rstrip("/")
         self.root = config.server_root.rstrip("/")
         self.pool = Pool.from_config(config) if len(config.pool) > 1 else None
@@ -128,6 +134,7 @@ class Upstream:
         return self._session
 
     async def close(self) -> None:
+        await self.transport.close()
         if self._session is not None and not self._session.closed:
             await self._session.close()
 
@@ -156,19 +163,19 @@ class Upstream:
         body: bytes,
         *,
         client_auth: str | None = None,
-    ) -> Awaitable[ClientResponse]:
+    ) -> Awaitable[Response]:
         """Send a POST; awaiting it gives the response once its headers arrived (body unread).
 
-        A plain function handing back aiohttp's awaitable, not a coroutine: one frame fewer on
-        every resume of the request.
+        A plain function handing back the transport's coroutine, not a coroutine of its own:
+        one frame fewer on every resume of the request.
         """
-        return self.session.post(self.url(path), data=body, headers=self.headers(client_auth))
+        return self.transport.send("POST", self.base + path, self.headers(client_auth), body)
 
     def open_on(
         self, base: str, path: str, body: bytes, *, client_auth: str | None = None
-    ) -> Awaitable[ClientResponse]:
+    ) -> Awaitable[Response]:
         """`open`, on one member of the pool (its base URL)."""
-        return self.session.post(base + path, data=body, headers=self.headers(client_auth))
+        return self.transport.send("POST", base + path, self.headers(client_auth), body)
 
     async def check_members(self) -> list[Change]:
         """Health-check the pool's members (`Pool.check`); latchgate's own requests then go to
