@@ -315,7 +315,9 @@ class Connection(asyncio.Protocol):
         self.reusable = keep
         self._framing = framing
         head.set_result(response)
-        if self._framing.done:
+        if framing.done:
+            if rest:  # a body where the status or method allows none: the connection is spoilt
+                self.reusable = False
             self._finish_body()
         elif rest:
             self._read_body(rest)

@@ -285,6 +285,15 @@ async def test_204_has_no_body_and_keeps_the_connection(serve: Servers) -> None:
     await transport.close()
 
 
+async def test_a_body_after_a_204_spoils_the_connection(serve: Servers) -> None:
+    server = await serve(fixed(b"HTTP/1.1 204 No Content\r\n\r\n{}"))
+    transport = Transport()
+    assert await post(transport, server.url) == (204, b"")
+    assert await post(transport, server.url) == (204, b"")
+    assert server.connections == 2
+    await transport.close()
+
+
 async def test_url_credentials_go_as_basic_auth_unless_a_header_is_given(serve: Servers) -> None:
     server = await serve(fixed(whole(b"{}")))
     transport = Transport()
