@@ -479,10 +479,13 @@ def _decoder(encoding: str) -> zlib._Decompress | None:
 
 
 def _cut(framing: _Framing) -> aiohttp.ClientPayloadError:
-    how = "chunks" if framing.chunked else f"{framing.left} more byte(s) of Content-Length"
+    # aiohttp's words for the same cut, so the message a client gets names it as before.
+    kind, header = (
+        ("TransferEncoding", "transfer") if framing.chunked else ("ContentLength", "content")
+    )
     return aiohttp.ClientPayloadError(
-        f"Response payload is not completed: the server closed "
-        f"the connection before its end ({how})"
+        f"Response payload is not completed: <{kind}Error: 400, "
+        f"message='Not enough data to satisfy {header} length header.'>"
     )
 
 
