@@ -32,20 +32,44 @@ _THINK_TAGS = re.compile("|".join(map(re.escape, (*THINK_OPEN, *THINK_CLOSE))))
 _THINK_ENDS = re.compile("|".join(map(re.escape, (*THINK_CLOSE, *THINK_ENDERS))))
 
 
+# What `value_end` stops at: a quote or a bracket; what lies between is skipped in one search.
+_VALUE_STOP = re.compile(r"[\"'{}\[\]()]")
+# The rest of a double-quoted string after its opening quote: escapes taken two characters at a
+# time, up to the quote that closes it.
+_DOUBLE_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
 def value_end(s: str, i: int, limit: int | None = None) -> int | None:
     """Index after the JSON-ish value opening at s[i] (`{`, `[` or `(`), or None if unclosed.
 
     Braces inside strings do not count. A single quote opens a string only where a value or key
     may start, so apostrophes in prose-like text do not derail the scan. The scan stops at
     `limit` (default: the end of `s`); a value still open there counts as unclosed.
+
+    A search for the next quote or bracket, not a loop over every character: the text between
+    them matters only by its last non-space character (what a single quote follows).
     """
     depth = 0
     n = len(s) if limit is None else min(limit, len(s))
     prev = ""
+    search, string_rest = _VALUE_STOP.search, _DOUBLE_REST.match
     while i < n:
-        c = s[i]
-        if c == '"' or (c == "'" and prev in "{[(,:="):
-            i = string_end(s, i, n)
+        m = search(s, i, n)
+        if m is None:
+            return None
+        j = m.start()
+        if j > i and (between := s[i:j].rstrip()):
+            prev = between[-1]
+        c = s[j]
+        if c == '"':  # `string_end`'s first case, inline: most stops are double quotes
+            m = string_rest(s, j + 1, n)
+            if m is None:
+                return None
+            i = m.end()
+            prev = '"'
+            continue
+        if c == "'" and prev in "{[(,:=":
+            i = string_end(s, j, n)
             if i < 0:
                 return None
             prev = '"'
@@ -55,25 +79,29 @@ def value_end(s: str, i: int, limit: int | None = None) -> int | None:
         elif c in "}])":
             depth -= 1
             if depth == 0:
-                return i + 1
-        if not c.isspace():
-            prev = c
-        i += 1
+                return j + 1
+        prev = c
+        i = j + 1
     return None
 
 
 def string_end(s: str, i: int, n: int | None = None) -> int:
+    """Index after the string whose quote is s[i] (scanning no further than `n`), or -1.
+
+    A single-quoted string ends only at a quote that a separator or closer follows, so an
+    apostrophe inside it does not end it."""
     quote = s[i]
-    j = i + 1
     n = len(s) if n is None else n
+    if quote == '"':
+        m = _DOUBLE_REST.match(s, i + 1, n)
+        return m.end() if m is not None else -1
+    j = i + 1
     while j < n:
         c = s[j]
         if c == "\\":
             j += 2
             continue
         if c == quote:
-            if quote == '"':
-                return j + 1
             rest = s[j + 1 : j + 40].lstrip()
             if not rest or rest[0] in ",}]):":
                 return j + 1

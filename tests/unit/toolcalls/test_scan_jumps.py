@@ -1,0 +1,86 @@
+"""`value_end` and `string_end` jump between quotes and brackets with regular expressions; the
+character-by-character loops they replaced are kept here as the reference, and random texts
+over the characters that matter must give the same ends under both, at every start and limit.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.toolcalls.scan import string_end, value_end
+
+
+def reference_value_end(s: str, i: int, limit: int | None = None) -> int | None:
+    depth = 0
+    n = len(s) if limit is None else min(limit, len(s))
+    prev = ""
+    while i < n:
+        c = s[i]
+        if c == '"' or (c == "'" and prev in "{[(,:="):
+            i = reference_string_end(s, i, n)
+            if i < 0:
+                return None
+            prev = '"'
+            continue
+        if c in "{[(":
+            depth += 1
+        elif c in "}])":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        if not c.isspace():
+            prev = c
+        i += 1
+    return None
+
+
+def reference_string_end(s: str, i: int, n: int | None = None) -> int:
+    quote = s[i]
+    j = i + 1
+    n = len(s) if n is None else n
+    while j < n:
+        c = s[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == quote:
+            if quote == '"':
+                return j + 1
+            rest = s[j + 1 : j + 40].lstrip()
+            if not rest or rest[0] in ",}]):":
+                return j + 1
+        j += 1
+    return -1
+
+
+# Every character either scan treats apart, some whitespace (Unicode's too) and some prose.
+TEXTS = st.text(alphabet=list("{}[]()\"'\\,:= \n\t\u00a0\u2003ab"), max_size=40)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(TEXTS, st.integers(min_value=0, max_value=45))
+def test_value_end_ends_where_the_loop_did(s: str, limit: int) -> None:
+    for i in range(len(s)):
+        assert value_end(s, i) == reference_value_end(s, i)
+        assert value_end(s, i, limit) == reference_value_end(s, i, limit)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(TEXTS, st.integers(min_value=0, max_value=45))
+def test_string_end_ends_where_the_loop_did(s: str, n: int) -> None:
+    n = min(n, len(s))  # callers never scan past the text
+    for i, c in enumerate(s):
+        if c in "\"'":
+            assert string_end(s, i) == reference_string_end(s, i)
+            assert string_end(s, i, n) == reference_string_end(s, i, n)
+
+
+def test_the_cases_that_matter_by_hand() -> None:
+    call = '{"name": "f", "arguments": {"a": "}\\"{", "b": [1, (2)]}} after'
+    assert value_end(call, 0) == call.index(" after")
+    assert value_end("{'it''s': 1}", 0) == reference_value_end("{'it''s': 1}", 0)
+    assert value_end("{ it's }", 0) == 8  # an apostrophe in prose opens no string
+    assert value_end('{"a": "\\', 0) is None  # a backslash at the end escapes nothing
+    assert string_end('"ab\\"c"', 0) == 7
+    assert string_end('"abc"', 0, 3) == -1  # the quote past the limit does not count
