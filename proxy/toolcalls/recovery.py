@@ -195,21 +195,28 @@ def find_calls(text: str, schemas: Schemas, truncated: bool = True) -> Found | N
     head, scan, rest = split_think(text, starts.pattern)
     if framing is None:
         scan, framing = _unframed(scan)
-    families, best = _search(scan, starts, names, Ctx(schemas, truncated))
+    ctx = Ctx(schemas, truncated)
+    families, best = _search(scan, starts, names, ctx)
     if best and (late := _late_think_end(scan, best)):
         # Calls the model wrote while thinking, in a block whose open tag was in the prompt: the
         # block ends at that `</think>`, which no call's text holds (4.1: calls in a think
         # block are not calls).
         head, scan = head + scan[:late], scan[late:]
-        families, best = _search(scan, starts, names, Ctx(schemas, truncated))
+        ctx = Ctx(schemas, truncated)
+        families, best = _search(scan, starts, names, ctx)
     if not best:
         # No call: a reply loses only the template's framing it opened with and the end-of-turn
         # tokens after its think block (none inside one left open: `rest`).
         reply = head + scan + rest
         return _without_left_over(reply, framing, len(reply) if rest else len(head))
     # A call that only a cut-off reply makes a call (it never closes) is the reply's last:
-    # finding fewer calls when the reply is read as complete tells it was cut.
-    cut = truncated and _count(_best_spans(scan, Ctx(schemas, False), families)) < _count(best)
+    # finding fewer calls when the reply is read as complete tells it was cut. A search that
+    # never asked whether the reply may be cut would find the same: it is not run again.
+    cut = (
+        truncated
+        and ctx.consulted
+        and _count(_best_spans(scan, Ctx(schemas, False), families)) < _count(best)
+    )
     best = _with_end_tokens(scan, best)
     calls = [c for sp in best for c in sp.calls]
     return Found(_remaining(head, scan, rest, best), calls, best[0].format, cut)

@@ -23,12 +23,24 @@ class Span:
     format: str
 
 
-@dataclass(frozen=True)
 class Ctx:
-    """What every finder needs besides the text: the declared tools and whether it may be cut."""
+    """What every finder needs besides the text: the declared tools and whether it may be cut.
 
-    schemas: Schemas
-    truncated: bool
+    It notes whether a finder asked (`consulted`): a search that never did found what it would
+    have found with the other answer, so `find_calls` need not search again to tell a cut call.
+    """
+
+    __slots__ = ("_truncated", "consulted", "schemas")
+
+    def __init__(self, schemas: Schemas, truncated: bool) -> None:
+        self.schemas = schemas
+        self._truncated = truncated
+        self.consulted = False
+
+    @property
+    def truncated(self) -> bool:
+        self.consulted = True
+        return self._truncated
 
 
 Finder = Callable[[str, Ctx], list[Span]]

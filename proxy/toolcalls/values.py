@@ -187,28 +187,44 @@ def _partial_object(text: str) -> RawCall | None:
     return (name.strip(), args, False)
 
 
+# What `_top_keys` stops at: a quote or a bracket; what lies between is skipped in one search.
+_KEY_STOP = re.compile(r"[\"'{}\[\]]")
+
+
 def _top_keys(text: str) -> dict[str, int]:
-    """Key -> index of its value, for the keys of the object opening text (depth 1 only)."""
+    """Key -> index of its value, for the keys of the object opening text (depth 1 only).
+
+    A search for the next quote or bracket, not a loop over every character (a call's arguments
+    can hold a whole file): the text between them matters only by its last non-space character
+    (what a single quote follows)."""
     keys: dict[str, int] = {}
     if not text.startswith("{"):
         return keys
     depth, i, prev, n = 0, 0, "", len(text)
+    search = _KEY_STOP.search
     while i < n:
-        c = text[i]
+        m = search(text, i)
+        if m is None:
+            break
+        at = m.start()
+        if at > i and (between := text[i:at].rstrip()):
+            prev = between[-1]
+        c = text[at]
         if c == '"' or (c == "'" and prev in "{[,:"):
-            j = string_end(text, i)
+            j = string_end(text, at)
             if j < 0:
                 break
             k = skip(text, j)
             if depth == 1 and k < n and text[k] == ":":
-                keys.setdefault(text[i + 1 : j - 1], skip(text, k + 1))
+                keys.setdefault(text[at + 1 : j - 1], skip(text, k + 1))
             i, prev = j, '"'
             continue
-        depth += 1 if c in "{[" else -1 if c in "}]" else 0
-        if depth == 0:
-            break
-        prev = c if not c.isspace() else prev
-        i += 1
+        if c != "'":
+            depth += 1 if c in "{[" else -1
+            if depth == 0:
+                break
+        prev = c
+        i = at + 1
     return keys
 
 

@@ -1,6 +1,7 @@
-"""`value_end` and `string_end` jump between quotes and brackets with regular expressions; the
-character-by-character loops they replaced are kept here as the reference, and random texts
-over the characters that matter must give the same ends under both, at every start and limit.
+"""`value_end`, `string_end` and the top-level key reader jump between quotes and brackets with
+regular expressions; the character-by-character loops they replaced are kept here as the
+reference, and random texts over the characters that matter must give the same answers under
+both, at every start and limit.
 """
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.toolcalls.scan import string_end, value_end
+from proxy.toolcalls.scan import skip, string_end, value_end
+from proxy.toolcalls.values import _top_keys
 
 
 def reference_value_end(s: str, i: int, limit: int | None = None) -> int | None:
@@ -54,6 +56,30 @@ def reference_string_end(s: str, i: int, n: int | None = None) -> int:
     return -1
 
 
+def reference_top_keys(text: str) -> dict[str, int]:
+    keys: dict[str, int] = {}
+    if not text.startswith("{"):
+        return keys
+    depth, i, prev, n = 0, 0, "", len(text)
+    while i < n:
+        c = text[i]
+        if c == '"' or (c == "'" and prev in "{[,:"):
+            j = reference_string_end(text, i)
+            if j < 0:
+                break
+            k = skip(text, j)
+            if depth == 1 and k < n and text[k] == ":":
+                keys.setdefault(text[i + 1 : j - 1], skip(text, k + 1))
+            i, prev = j, '"'
+            continue
+        depth += 1 if c in "{[" else -1 if c in "}]" else 0
+        if depth == 0:
+            break
+        prev = c if not c.isspace() else prev
+        i += 1
+    return keys
+
+
 # Every character either scan treats apart, some whitespace (Unicode's too) and some prose.
 TEXTS = st.text(alphabet=list("{}[]()\"'\\,:= \n\t\u00a0\u2003ab"), max_size=40)
 
@@ -76,6 +102,13 @@ def test_string_end_ends_where_the_loop_did(s: str, n: int) -> None:
             assert string_end(s, i, n) == reference_string_end(s, i, n)
 
 
+@settings(max_examples=3000, deadline=None)
+@given(TEXTS)
+def test_top_keys_are_the_loops(s: str) -> None:
+    for text in (s, "{" + s):
+        assert _top_keys(text) == reference_top_keys(text)
+
+
 def test_the_cases_that_matter_by_hand() -> None:
     call = '{"name": "f", "arguments": {"a": "}\\"{", "b": [1, (2)]}} after'
     assert value_end(call, 0) == call.index(" after")
@@ -84,3 +117,5 @@ def test_the_cases_that_matter_by_hand() -> None:
     assert value_end('{"a": "\\', 0) is None  # a backslash at the end escapes nothing
     assert string_end('"ab\\"c"', 0) == 7
     assert string_end('"abc"', 0, 3) == -1  # the quote past the limit does not count
+    keys = _top_keys('{"name": "f", "arguments": {"name": "inner"}, \'x\' : 1}')
+    assert keys == {"name": 9, "arguments": 27, "x": 52}  # depth 1 only, where values start
