@@ -17,7 +17,8 @@ client answered, and the messages clients see name the same causes as before.
 The wire format it reads: a status line and headers (1xx answers skipped), then a body framed by
 `Transfer-Encoding: chunked`, by `Content-Length`, or by the connection's end; a gzip or deflate
 `Content-Encoding` is decoded, though none is asked for (no `Accept-Encoding` is sent: between
-latchgate and a model server, compressing costs more than it saves).
+latchgate and a model server, compressing costs more than it saves). A redirect is an answer
+like any other, relayed as it came: aiohttp followed it, turning the POST into a GET.
 """
 
 from __future__ import annotations
