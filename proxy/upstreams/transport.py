@@ -573,7 +573,8 @@ class Transport:
         if tls and self._tls is None:
             self._tls = ssl.create_default_context()
         try:
-            async with asyncio.timeout(self.connect_timeout):
+            # 0 is no limit, as it was for aiohttp (and as the other timeouts read it).
+            async with asyncio.timeout(self.connect_timeout or None):
                 _, conn = await loop.create_connection(
                     lambda: Connection(pool),
                     origin.host,

@@ -356,6 +356,14 @@ async def test_a_cancelled_request_closes_its_connection(serve: Servers) -> None
     await transport.close()
 
 
+@pytest.mark.parametrize("limit", [0.0, None])
+async def test_a_connect_timeout_of_zero_is_no_limit(serve: Servers, limit: float | None) -> None:
+    server = await serve(fixed(whole(b"{}")))
+    transport = Transport(connect_timeout=limit)
+    assert await post(transport, server.url) == (200, b"{}")
+    await transport.close()
+
+
 async def test_a_url_that_is_not_http_is_refused() -> None:
     transport = Transport()
     with pytest.raises(aiohttp.InvalidURL):
