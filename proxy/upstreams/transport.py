@@ -409,8 +409,10 @@ class _Framing:
             self.left = 0
             self.done = True
         if self._decoder is not None:
-            pieces = [self._decoder.decompress(p) for p in pieces]
-        return [p for p in pieces if p], rest
+            # Only decoding makes an empty piece (a compressed block still incomplete): each
+            # piece taken above holds at least one byte.
+            pieces = [out for p in pieces if (out := self._decoder.decompress(p))]
+        return pieces, rest
 
     def flush(self) -> bytes:
         return self._decoder.flush() if self._decoder is not None else b""
