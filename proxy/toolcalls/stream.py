@@ -107,6 +107,16 @@ class Markers:
     # while it may still become one, so this is one set lookup, not a scan of them all.
     opening_prefixes: frozenset[str]
     left_over: re.Pattern[str] | None  # an end-of-turn token or closing tag (None: not watched)
+    # Texts `pass_texts` found clean (no marker in them, none beginning or whitespace at their
+    # end), a pure verdict on the text alone: a model streams the same few thousand tokens, and
+    # a set lookup costs a tenth of the two scans. Bounded by `_CLEAN_MAX`, then started over.
+    clean: set[str] = field(default_factory=set, compare=False)
+
+
+# Texts remembered clean per marker table, at most, and the longest remembered: a stream's
+# tokens, not its longer pieces (at most about 100 KB a table, 256 tables).
+_CLEAN_MAX = 1024
+_CLEAN_TEXT = 32
 
 
 @lru_cache(maxsize=256)
@@ -251,16 +261,28 @@ class StreamToolProcessor:
         if self._recover:
             if state.triggered or state.in_think or state.at_tail_start:
                 return 0
-            joined = "\x00".join(texts)
-            if joined.count("\x00") != passing - 1:
-                return 0  # a text with a NUL of its own: fed one by one
-            marks = self._marks
-            if (found := marks.anywhere.search(joined)) is not None:
-                passing = joined.count("\x00", 0, found.start())
-            if (open_end := marks.open_end.search(joined + "\x00")) is not None:
-                later = joined.count("\x00", open_end.end() - 1)  # texts after the one found
-                passing = min(passing, len(texts) - 1 - later)
+            clean = self._marks.clean
+            if not all(map(clean.__contains__, texts)):
+                passing = self._clean_run(texts)
         state.released.extend(texts[:passing])
+        return passing
+
+    def _clean_run(self, texts: list[str]) -> int:
+        """How many of `texts`, from the first, are clean (see `Markers.clean`), which are then
+        remembered so."""
+        joined = "\x00".join(texts)
+        passing = len(texts)
+        if joined.count("\x00") != passing - 1:
+            return 0  # a text with a NUL of its own: fed one by one
+        marks = self._marks
+        if (found := marks.anywhere.search(joined)) is not None:
+            passing = joined.count("\x00", 0, found.start())
+        if (open_end := marks.open_end.search(joined + "\x00")) is not None:
+            later = joined.count("\x00", open_end.end() - 1)  # texts after the one found
+            passing = min(passing, len(texts) - 1 - later)
+        if len(marks.clean) > _CLEAN_MAX:
+            marks.clean.clear()
+        marks.clean.update([text for text in texts[:passing] if len(text) <= _CLEAN_TEXT])
         return passing
 
     def pass_inert(self) -> bool:

@@ -424,3 +424,43 @@ def test_markup_tags_in_prose_are_relayed_as_they_come(tag: str) -> None:
             sent.append(c["choices"][0]["delta"].get("content") or "")
     # Before the upstream finishes, all but a possible marker's beginning has gone out.
     assert "".join(sent).startswith(f"Wrap it as {tag}ok{tag.replace('<', '</')} and then say")
+
+
+def _opened(tools: list[dict[str, Any]] | None = TOOLS) -> StreamToolProcessor:
+    """A processor past a reply's opening, nothing held: where `pass_texts` judges texts."""
+    processor = StreamToolProcessor(tools)
+    assert processor.feed(chunk({"content": "Well"})) != []
+    assert processor.pass_texts([" then"]) == 1
+    return processor
+
+
+_PIECES = [*"ab t<|[]`{\n_=:>.", "to=", "<tool_call>", "\u3000"]
+_PROSE = st.lists(
+    st.lists(st.sampled_from(_PIECES), max_size=6).map("".join), min_size=1, max_size=6
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=_PROSE, second=_PROSE)
+def test_texts_remembered_clean_are_judged_as_the_scans_judge_them(
+    first: list[str], second: list[str]
+) -> None:
+    # A table's memo of clean texts is shared by every stream declaring the tools: whatever an
+    # earlier stream left in it, a stream passes the texts the two scans alone would pass.
+    opened = _opened()
+    opened._marks.clean.clear()
+    scanned = opened._clean_run(second)
+    _opened().pass_texts(first)  # another stream, filling the shared memo
+    warm = _opened()
+    assert warm._marks is opened._marks
+    assert warm.pass_texts(second) == scanned
+    assert "".join(warm._choices[0].released[2:]) == "".join(second[:scanned])
+
+
+def test_a_text_with_a_marker_or_an_open_end_is_never_remembered_clean() -> None:
+    processor = _opened()
+    texts = [" fine", " <tool_call>", " end "]
+    assert processor.pass_texts(texts) == 1
+    clean = processor._marks.clean
+    assert " fine" in clean and " <tool_call>" not in clean and " end " not in clean
+    assert _opened().pass_texts([" end "]) == 0  # whitespace at its end: held with what follows
