@@ -91,6 +91,11 @@ class Markers:
     every marker) cost more than relaying a short answer."""
 
     triggers: tuple[str, ...]  # where a call can start
+    # Where the first of them begins, in one scan, and the triggers by their first character,
+    # in order (`StreamToolProcessor._first_trigger`): a find per trigger, over a hundred for
+    # every tool set, cost more than the rest of judging a held call's text.
+    trigger_at: re.Pattern[str]
+    trigger_by_char: dict[str, tuple[str, ...]]
     prefixes: frozenset[str]  # every proper beginning of every marker the stream watches for
     longest: int  # the longest marker's length
     anywhere: re.Pattern[str]  # any whole marker
@@ -133,8 +138,13 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
     tags = [*marks, *THINK_OPEN, *_THINK_ENDS, *left, *([FENCE] if recover else [])]
     watched = [*tags, FENCE]  # _release looks for a fence even where no tail may begin one
     beginnings = {t[:k] for t in tags for k in range(1, len(t))}
+    by_char: dict[str, tuple[str, ...]] = {}
+    for mark in marks:
+        by_char[mark[0]] = (*by_char.get(mark[0], ()), mark)
     return Markers(
         triggers=marks,
+        trigger_at=re.compile(first_match(set(marks))),
+        trigger_by_char=by_char,
         prefixes=frozenset(beginnings),
         longest=max((len(t) for t in tags), default=0),
         anywhere=re.compile(
@@ -555,7 +565,7 @@ class StreamToolProcessor:
         marks = [
             m
             for m in (
-                _first(held, self._triggers, pos),
+                self._first_trigger(held, pos),
                 _first(held, THINK_OPEN, pos),
                 _first(held, THINK_CLOSE, pos),
                 # After a fence judged not a call, no fenced block or bare run can be one: the
@@ -567,6 +577,15 @@ class StreamToolProcessor:
             if m is not None
         ]
         return min(marks) if marks else None
+
+    def _first_trigger(self, held: str, pos: int) -> tuple[int, str] | None:
+        """`_first(held, self._triggers, pos)`: where the first trigger begins, and of those
+        beginning there the first in order."""
+        found = self._marks.trigger_at.search(held, pos)
+        if found is None:
+            return None
+        at = found.start()
+        return at, next(t for t in self._marks.trigger_by_char[held[at]] if held.startswith(t, at))
 
     def _still_possible(self, state: _Choice, held: str, pos: int) -> bool:
         # Re-judging only when a character that can close a value arrived keeps a long held

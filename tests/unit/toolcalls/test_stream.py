@@ -14,7 +14,7 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
 from proxy.observe.events import ARGUMENTS, HOLDBACK_RELEASED, TOOL_RECOVERED
-from proxy.toolcalls.stream import StreamToolProcessor
+from proxy.toolcalls.stream import StreamToolProcessor, _first
 from tests.steps import growth
 from tests.toolcall_case import TOOLS
 from tests.toolcall_corpus import CASES, END_OF_TURN, Case
@@ -464,3 +464,21 @@ def test_a_text_with_a_marker_or_an_open_end_is_never_remembered_clean() -> None
     clean = processor._marks.clean
     assert " fine" in clean and " <tool_call>" not in clean and " end " not in clean
     assert _opened().pass_texts([" end "]) == 0  # whitespace at its end: held with what follows
+
+
+_TRIGGER_PIECES = [*StreamToolProcessor(TOOLS)._triggers, *"ab <[{|\nt_=:", "to=functions."]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    held=st.lists(st.sampled_from(_TRIGGER_PIECES), max_size=10).map("".join),
+    pos=st.integers(0, 40),
+)
+def test_the_first_trigger_is_found_in_one_scan_as_a_find_per_trigger_finds_it(
+    held: str, pos: int
+) -> None:
+    # The earliest trigger, and of several beginning there the first in the table's order (a
+    # tie with a think tag or a fence at the same place is broken by the tag).
+    processor = StreamToolProcessor(TOOLS)
+    expected = _first(held, processor._triggers, pos)
+    assert processor._first_trigger(held, pos) == expected
