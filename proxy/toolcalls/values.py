@@ -122,9 +122,16 @@ def json_calls(text: str, schemas: Schemas, strict: bool = False) -> list[RawCal
     say for one item's `NaN`, is read item by item, and the readable calls are kept.
     """
     stripped = text.strip()
-    if not _may_be_call(stripped, schemas):
+    parsed = _plain_json(stripped)
+    if parsed is not None:
+        # Valid JSON with no escape in it: its keys are the parsed ones, and the look at them
+        # is made on the value (a scan of the text cost more than the rest of reading a call).
+        if not _value_may_be_call(parsed[0], schemas):
+            return None
+    elif not _may_be_call(stripped, schemas):
         return None
-    parsed = loads_lenient(text)
+    else:
+        parsed = loads_lenient(text)
     found = calls_from_value(parsed[0], parsed[1], schemas, strict) if parsed is not None else None
     if found is None and stripped.startswith("["):
         found = pythonic_calls(stripped, schemas, strict)
@@ -144,6 +151,34 @@ def _listed_calls(text: str, schemas: Schemas) -> list[RawCall] | None:
         calls.extend(json_calls(text[i:end], schemas) or [])
         i = skip(text, end, ",")
     return calls or None
+
+
+def _plain_json(text: str) -> tuple[Any, bool] | None:
+    """`text` parsed as `loads_lenient` parses valid JSON, when it is valid JSON holding no
+    backslash (then each key's text is the key: `_top_keys` would find the parsed keys)."""
+    if "\\" in text:
+        return None
+    try:
+        return orjson.loads(text), False
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _value_may_be_call(value: Any, schemas: Schemas) -> bool:
+    """`_may_be_call` on the text of `value`, a parsed JSON value whose text has no escape."""
+    if type(value) is list:
+        if not value:
+            return False
+        first = value[0]
+        if type(first) is dict:
+            return _value_may_be_call(first, schemas)
+        # `[true, ...]`: its first element opens like an identifier, as `_may_be_call` asks.
+        return first is True or first is False or first is None
+    if type(value) is not dict:
+        return False
+    return any(k in value for k in (*_NAME_KEYS, *_WRAPPER_KEYS)) or any(
+        k in schemas for k in value
+    )
 
 
 def _may_be_call(text: str, schemas: Schemas) -> bool:

@@ -1,14 +1,18 @@
 """`value_end`, `string_end` and the top-level key reader jump between quotes and brackets with
 regular expressions; the character-by-character loops they replaced are kept here as the
 reference, and random texts over the characters that matter must give the same answers under
-both, at every start and limit.
+both, at every start and limit. `json_calls` skips the key reader for valid JSON without escapes;
+it must judge every such value as the reader does.
 """
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proxy.toolcalls import values
 from proxy.toolcalls.scan import skip, string_end, value_end
 from proxy.toolcalls.values import _top_keys
 
@@ -119,3 +123,34 @@ def test_the_cases_that_matter_by_hand() -> None:
     assert string_end('"abc"', 0, 3) == -1  # the quote past the limit does not count
     keys = _top_keys('{"name": "f", "arguments": {"name": "inner"}, \'x\' : 1}')
     assert keys == {"name": 9, "arguments": 27, "x": 52}  # depth 1 only, where values start
+
+
+_KEYS = ["name", "tool", "function", "tool_calls", "tool_call", "get_weather", "arguments", "x"]
+_SCHEMAS: dict[str, dict[str, object]] = {"get_weather": {}}
+_LEAVES = st.sampled_from([0, 1, 1.0, -2, True, False, None, "s", "a'b", "{[", 'q"', "\\n"])
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=_VALUES, indent=st.sampled_from([None, 1]))
+def test_a_valid_json_value_is_judged_on_its_keys_as_the_scan_of_its_text_judges_it(
+    value: object, indent: int | None
+) -> None:
+    # json_calls reads a valid JSON value without escapes from its parsed keys, skipping the
+    # scan of its text; with or without the shortcut, the same calls (or none).
+    text = json.dumps(value, indent=indent)
+    got = values.json_calls(text, _SCHEMAS, strict=True)
+    saved = values._plain_json
+    try:
+        values._plain_json = lambda _text: None  # type: ignore[assignment]
+        scanned = values.json_calls(text, _SCHEMAS, strict=True)
+    finally:
+        values._plain_json = saved
+    assert got == scanned
+    if values._plain_json(text) is not None:
+        assert values._value_may_be_call(value, _SCHEMAS) == values._may_be_call(text, _SCHEMAS)
