@@ -95,7 +95,7 @@ class Markers:
     # in order (`StreamToolProcessor._first_trigger`): a find per trigger, over a hundred for
     # every tool set, cost more than the rest of judging a held call's text.
     trigger_at: re.Pattern[str]
-    trigger_by_char: dict[str, tuple[str, ...]]
+    trigger_by_char: dict[str, tuple[str, ...]] = field(compare=False)  # kept hashable
     prefixes: frozenset[str]  # every proper beginning of every marker the stream watches for
     longest: int  # the longest marker's length
     anywhere: re.Pattern[str]  # any whole marker
