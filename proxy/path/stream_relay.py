@@ -300,7 +300,7 @@ class StreamRelay:
         # reading a whole batch it would refuse is wasted work.
         most = 1 if self.holding else 64
         for shape in self.shapes.values():
-            ends, texts = text_events.read(shape, region, pos, most)
+            bodies, texts = text_events.read(shape, region, pos, most)
             if texts:
                 break
         else:
@@ -308,9 +308,10 @@ class StreamRelay:
         passed = 0 if shape.call is not None else processor.pass_texts(texts)
         if passed:
             self.holding = passed < len(texts)
-            batch.append(region[pos : ends[passed - 1]])
+            end = text_events.end(shape, pos, bodies, passed)
+            batch.append(region[pos:end])
             self._carries = self._carries or any(texts[:passed])
-            return ends[passed - 1]
+            return end
         # Taken in unread only when the chunks `feed` would build later from these events equal
         # those of the last event fed (the same shape), and such an event sends nothing (its
         # delta holds the string alone).
@@ -321,7 +322,7 @@ class StreamRelay:
             else:
                 taken = processor.add_arguments(shape.call, texts)
         self.holding = taken < len(texts)
-        return ends[taken - 1] if taken else pos
+        return text_events.end(shape, pos, bodies, taken) if taken else pos
 
     def _shape_of(self, data: bytes, chunk: Any) -> text_events.TextShape | None:
         """The shape of an event about to be fed to the processor: one already known, or one

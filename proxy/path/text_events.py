@@ -80,6 +80,8 @@ def _shape(data: bytes, string: str, bare: bool, call: int | None) -> TextShape 
         return None  # not found, or found twice: which one is the string is not known
     head, tail = b"data: " + data[: at + 1], data[at + len(written) - 1 :] + b"\n\n"
     joint = tail + head
+    if joint.find(joint[-_CUT:]) != len(joint) - _CUT:
+        return None  # the cut found inside a joint: `read` could not tell its pieces apart
     return TextShape(head, tail, bare, call, joint[-_CUT:], joint[:-_CUT])
 
 
@@ -95,9 +97,10 @@ _BATCH = 64
 
 def read(
     shape: TextShape, region: bytes, pos: int, most: int = _BATCH
-) -> tuple[list[int], list[str]]:
+) -> tuple[list[bytes], list[str]]:
     """From `pos`, the consecutive events of `shape` in `region` (whole events, as
-    `SSEParser.feed` gives them), up to `most`: where each ends, and its text."""
+    `SSEParser.feed` gives them), up to `most`: their texts, and the bodies they were decoded
+    from (as many), which say where each event ends (`end`)."""
     head, tail = shape.head, shape.tail
     if most < 1 or not region.startswith(head, pos):
         return [], []
@@ -108,28 +111,45 @@ def read(
     # holds a line break, and a tail ends in one: a body with one spans another event that ends
     # as this shape's do (a role chunk, say), and the run is then read event by event, each body
     # ending at its first tail.
-    joined_by, trim = shape.rest, len(shape.rest)
-    bodies: list[bytes] = []
-    for piece in region[start:].split(shape.cut, most - 1):
-        if piece.endswith(joined_by):
-            bodies.append(piece[: len(piece) - trim])
-            continue
-        at = piece.find(tail)
-        if at >= 0:
-            bodies.append(piece[:at])
-        break  # past it: not of this shape
-    if b"\n" in b"".join(bodies):
+    bodies = _split(shape, region, start, most)
+    joined = b'","'.join(bodies)
+    if b"\n" in joined:
         bodies = _bodies(head, tail, region, pos, most)
+        joined = b'","'.join(bodies)
     # Where a body is no string's (an escaped quote before the tail's words), decoding it fails
     # and the event is parsed instead.
-    texts = _strings(bodies)
-    ends: list[int] = []
-    end, rest, step = start, len(tail), len(tail) + len(head)
-    for body in bodies[: len(texts)]:
-        end += len(body) + rest
-        ends.append(end)
-        end += step - rest
-    return ends, texts
+    texts = _strings(bodies, joined)
+    return bodies[: len(texts)], texts
+
+
+def end(shape: TextShape, pos: int, bodies: list[bytes], count: int) -> int:
+    """Where the first `count` events of a run `read` from `pos` end (`bodies`: as it gave
+    them). Worked out only for the events the relay sends or takes in: a run is mostly read
+    whole, and a list of every end cost more than the rest of its reading."""
+    return pos + count * (len(shape.head) + len(shape.tail)) + sum(map(len, bodies[:count]))
+
+
+def _split(shape: TextShape, region: bytes, start: int, most: int) -> list[bytes]:
+    """The bodies of the run whose first body starts at `start`, from one split at the joints'
+    `cut`: a piece that ends with the joint's `rest` is a body and the joint; the first that
+    does not, or the split's last, ends the run at its first tail."""
+    pieces = region[start:].split(shape.cut, most - 1)
+    last = pieces.pop()
+    rest, trim = shape.rest, len(shape.rest)
+    bodies = [piece[:-trim] for piece in pieces]
+    # Every piece ends with `rest` exactly when the bodies joined by whole joints are what the
+    # region holds (and the last piece ends with it): two calls in C, the usual run being of
+    # this shape to its end. Exact because the cut is found in a joint only at its end (`_shape`).
+    if pieces and not (
+        pieces[-1].endswith(rest) and region.startswith((rest + shape.cut).join(bodies), start)
+    ):
+        stop = next((i for i, piece in enumerate(pieces) if not piece.endswith(rest)), None)
+        if stop is not None:
+            bodies, last = bodies[:stop], pieces[stop]
+    at = last.find(shape.tail)
+    if at >= 0:
+        bodies.append(last[:at])
+    return bodies
 
 
 def _bodies(head: bytes, tail: bytes, region: bytes, pos: int, most: int) -> list[bytes]:
@@ -145,18 +165,21 @@ def _bodies(head: bytes, tail: bytes, region: bytes, pos: int, most: int) -> lis
     return bodies
 
 
-def _strings(bodies: list[bytes]) -> list[str]:
+def _strings(bodies: list[bytes], joined: bytes | None = None) -> list[str]:
     """The JSON string bodies `bodies` decoded, up to the first that is not a valid one (a raw
     quote, control character, bad escape, or bytes that are not UTF-8).
 
     Parsed as one array, `["b1","b2",...]`, in one call. That its strings are the bodies one for
     one needs each `","` to be a boundary: so no body may hold a quote or end in a backslash
-    (such text is decoded one body at a time instead).
+    (such text is decoded one body at a time instead). `joined`: the bodies joined so, when
+    the caller has them.
     """
     if not bodies:
         return []
-    joined = b'","'.join(bodies)
-    if b'"' not in b"".join(bodies) and b'\\","' not in joined and not joined.endswith(b"\\"):
+    if joined is None:
+        joined = b'","'.join(bodies)
+    quotes = 2 * (len(bodies) - 1)  # the joints' own: any more are in a body
+    if joined.count(b'"') == quotes and b'\\","' not in joined and not joined.endswith(b"\\"):
         try:
             texts: list[str] = orjson.loads(b'["%s"]' % joined)
             return texts

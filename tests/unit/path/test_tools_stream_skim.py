@@ -156,8 +156,8 @@ def test_events_of_a_shape_are_read_up_to_the_first_of_another() -> None:
     ]
     for after in odd:
         region = run + after + event({"content": "later"}, 0)
-        ends, got = text_events.read(learnt, region, 0)
-        assert got == texts and ends[-1] == len(run)
+        bodies, got = text_events.read(learnt, region, 0)
+        assert got == texts and text_events.end(learnt, 0, bodies, len(got)) == len(run)
         assert text_events.read(learnt, region, len(run)) == ([], [])
 
 
@@ -246,7 +246,8 @@ async def test_argument_fragments_after_the_first_two_are_not_fed() -> None:
 def _read_one_by_one(
     shape: text_events.TextShape, region: bytes, pos: int, most: int
 ) -> tuple[list[int], list[str]]:
-    """`text_events.read` as a loop of finds, event by event: what its one split must equal."""
+    """`text_events.read` as a loop of finds, event by event: where each event ends, and its
+    text; what its one split must equal."""
     ends: list[int] = []
     bodies: list[bytes] = []
     while len(ends) < most and region.startswith(shape.head, pos):
@@ -289,9 +290,9 @@ def test_reading_a_run_in_one_split_finds_what_event_by_event_finds(
     assert _SHAPE is not None
     region = b"".join(events)
     pos = sum(map(len, events[:start]))
-    assert text_events.read(_SHAPE, region, pos, most) == _read_one_by_one(
-        _SHAPE, region, pos, most
-    )
+    bodies, texts = text_events.read(_SHAPE, region, pos, most)
+    ends = [text_events.end(_SHAPE, pos, bodies, k) for k in range(1, len(texts) + 1)]
+    assert (ends, texts) == _read_one_by_one(_SHAPE, region, pos, most)
 
 
 def test_a_chunk_adds_nothing_when_it_carries_a_role_or_empty_values_alone() -> None:
