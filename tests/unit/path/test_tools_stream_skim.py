@@ -140,6 +140,16 @@ def test_a_text_delta_shape_is_learnt_only_from_plain_text_deltas() -> None:
     assert shape(b'data: {"id":"a","choices":[{"delta":{"content":"a"}}]}\n\n') is None
 
 
+def test_no_shape_is_learnt_whose_joint_holds_its_cut_before_its_end() -> None:
+    # `read` splits a run at the joint's last bytes and checks the pieces with one compare,
+    # which tells them apart only if those bytes occur in a joint at its end alone. An event
+    # whose other fields repeat the bytes before its text is parsed each time instead.
+    data = b'{"choices":[{"index":0,"delta":{"content":"x"}}],"extra":{"delta":{"content":"y"}}}'
+    assert text_events.learn(data, orjson.loads(data)) is None
+    plain = b'{"choices":[{"index":0,"delta":{"content":"x"}}],"extra":{"delta":{"text":"y"}}}'
+    assert text_events.learn(plain, orjson.loads(plain)) is not None
+
+
 def test_events_of_a_shape_are_read_up_to_the_first_of_another() -> None:
     first = event({"content": "seen"}, 0)
     learnt = text_events.learn(first[6:-2], orjson.loads(first[6:-2]))
