@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import statistics
 import sys
 import tempfile
@@ -84,7 +83,6 @@ async def serve_lowlevel(port: int) -> None:
     await asyncio.Event().wait()
 
 
-_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
 _RESPONSE = (
     b"HTTP/1.1 200 OK\r\n"
     + b"".join(b"%s: %s\r\n" % (k.encode(), v.encode()) for k, v in HEADERS.items())
@@ -106,17 +104,8 @@ class Minimal(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
-        while True:
-            end = self.buffer.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            head = self.buffer[:end]
-            found = _LENGTH.search(head)
-            size = int(found.group(1)) if found else 0
-            if len(self.buffer) < end + 4 + size:
-                return
-            body = self.buffer[end + 4 : end + 4 + size]
-            self.buffer = self.buffer[end + 4 + size :]
+        while (taken := fake.take_request(self.buffer)) is not None:
+            head, body, self.buffer = taken
             if self.in_task:
                 asyncio.get_running_loop().create_task(self.answer_later(head, body))
             else:

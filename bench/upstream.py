@@ -271,6 +271,25 @@ def _responses() -> dict[bytes, bytes]:
     return out
 
 
+def take_request(buf: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """The first whole request in `buf` (a keep-alive connection's bytes, framed by
+    Content-Length): its head (without the blank line), its body and the bytes after it; None
+    while it has not all come."""
+    end = buf.find(b"\r\n\r\n")
+    if end < 0:
+        return None
+    head = buf[:end]
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    total = end + 4 + length
+    if len(buf) < total:
+        return None
+    return head, buf[end + 4 : total], buf[total:]
+
+
 class _Instant(asyncio.Protocol):
     """HTTP/1.1 keep-alive with pipelining; reads Content-Length bodies and ignores them."""
 
@@ -287,20 +306,8 @@ class _Instant(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        while True:
-            end = self.buf.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            head = self.buf[:end]
-            length = 0
-            for line in head.split(b"\r\n")[1:]:
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value.strip())
-            total = end + 4 + length
-            if len(self.buf) < total:
-                return
-            self.buf = self.buf[total:]
+        while (taken := take_request(self.buf)) is not None:
+            head, _, self.buf = taken
             path = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b""
             assert self.transport is not None
             self.transport.write(self.responses.get(path, self.not_found))
