@@ -399,11 +399,10 @@ class StreamRelay:
             self.fed = self._shape_of(data, chunk)
             outs = processor.feed(chunk)
         parts: list[bytes] = []
-        for item in outs:
-            if item.get("usage") is not None and not self.forward_usage:
-                if not item.get("choices"):
-                    continue  # a usage-only chunk the client did not ask for
-                item = {k: v for k, v in item.items() if k != "usage"}
+        for out_chunk in outs:
+            item = self._as_asked(out_chunk)
+            if item is None:
+                continue
             if item is chunk:  # unchanged: what it carries is known, its bytes are the event's
                 self._carries = self._carries or has
                 parts.append(frame(data))
@@ -411,6 +410,16 @@ class StreamRelay:
                 self._carries = self._carries or chunk_has_content(item)
                 parts.append(encoded(item))
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _as_asked(self, item: dict[str, Any]) -> dict[str, Any] | None:
+        """A chunk for the client without the usage report it did not ask for (latchgate asks
+        every upstream for one, for its metrics): the same object when it has none, None for a
+        usage-only chunk. A chunk with empty `choices` breaks clients that read `choices[0]`."""
+        if item.get("usage") is None or self.forward_usage:
+            return item
+        if not item.get("choices"):
+            return None
+        return {k: v for k, v in item.items() if k != "usage"}
 
     def _passes_unfed(self, chunk: dict[str, Any]) -> bool:
         """Whether a tools stream's chunk goes out as it came, unfed: one that adds nothing
@@ -465,7 +474,9 @@ class StreamRelay:
             # Nothing reached the client: retry, and drop whatever the processor still holds.
             return self.layer.on_failure(job, "connect", "the stream ended before any answer")
         if self.processor is not None:
-            tail = self.processor.finish()
+            # What the processor held (a tools stream holds from the finish reason on) went by
+            # the walk unfiltered: the usage report the client did not ask for comes out here.
+            tail = [c for c in map(self._as_asked, self.processor.finish()) if c is not None]
             if incomplete:
                 self.pending += [encoded(c) for c in tail]
                 carries = any(chunk_has_content(c) for c in tail)

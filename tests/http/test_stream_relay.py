@@ -157,6 +157,49 @@ async def test_json_in_words_stream_keeps_reasoning_and_usage(
     assert parts[-1].usage is not None and parts[-1].usage.total_tokens == 15
 
 
+USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+USAGE_ONLY = {"id": "u", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+
+
+@pytest.mark.parametrize("tools", [None, TOOLS], ids=["no tools", "tools"])
+@pytest.mark.parametrize("where", ["own chunk", "finish chunk"])
+@pytest.mark.parametrize("asked", [False, True], ids=["not asked", "asked"])
+async def test_the_usage_report_reaches_only_a_client_that_asked(
+    lg: Running, fake: FakeUpstream, tools: object, where: str, asked: bool
+) -> None:
+    # latchgate asks every upstream for usage (its metrics); a client that did not ask gets no
+    # usage, and no chunk with empty `choices` (clients read `choices[0]`). A tools stream holds
+    # its end (the finish chunk on) to judge the reply, and that held end is filtered too.
+    end = (
+        [chunk({}, "stop"), {**USAGE_ONLY, "choices": [], "usage": USAGE}]
+        if where == "own chunk"
+        else [chunk({}, "stop", usage=USAGE)]
+    )
+    fake.push(
+        Stream(
+            [chunk({"role": "assistant", "content": ""}), chunk({"content": "Hi!"}), *end, "[DONE]"]
+        )
+    )
+    extra: dict[str, object] = {"tools": tools} if tools else {}
+    if asked:
+        extra["stream_options"] = {"include_usage": True}
+    stream = await lg.client().chat.completions.create(
+        model="m",
+        messages=MSG,
+        stream=True,
+        **extra,  # type: ignore[call-overload]
+    )
+    parts = [p async for p in stream]
+    assert fake.bodies()[-1]["stream_options"] == {"include_usage": True}
+    assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == "Hi!"
+    assert [p.choices[0].finish_reason for p in parts if p.choices][-1] == "stop"
+    usages = [p.usage.model_dump(exclude_none=True) for p in parts if p.usage is not None]
+    assert usages == ([USAGE] if asked else [])
+    if not asked:
+        assert all(p.choices for p in parts)
+    assert sample(lg, "latchgate_tokens_total", upstream="fake", model="m", kind="completion") == 5
+
+
 async def test_an_upstream_error_after_content_ends_the_stream(
     lg: Running, fake: FakeUpstream
 ) -> None:
