@@ -327,6 +327,10 @@ def _tail_as_text(
 ) -> list[dict[str, Any]]:
     """A stream's held end with its call chunks replaced by one text chunk holding them."""
     text = reply_text({"tool_calls": tool_calls(message)})
+    if message.get("content"):
+        # The reply's text went out before its calls: their lines start on a line of their
+        # own, as `reply_text` joins a whole reply's.
+        text = "\n" + text
     _note_unforbidden(job, message)
     out: list[dict[str, Any]] = []
     placed = False

@@ -386,6 +386,21 @@ async def test_none_tool_choice_turns_calls_into_text(
                   outcome="converted") == 1
 
 
+@pytest.mark.parametrize("how", HOWS)
+async def test_none_tool_choice_puts_the_calls_text_on_a_line_after_the_reply(
+    how: str, fake: FakeUpstream, lg: Running, api: Any
+) -> None:
+    # Whole, `reply_text` joins the content and the calls' lines with a newline; streamed, the
+    # text went out before the calls came, and their line must still start on a line of its own.
+    stream = how != "whole"
+    fake.push(calls_stream(GOOD, content="Let me check.") if stream
+              else calls_reply(GOOD, content="Let me check."))
+    got, _ = await ask(api, how, tool_choice="none")
+    assert got == (
+        'Let me check.\n{"name": "read_file", "arguments": {"path":"src/main.py"}}', [], "stop"
+    )
+
+
 async def test_none_tool_choice_leaves_a_written_call_as_text(
     fake: FakeUpstream, lg: Running, api: Any
 ) -> None:
