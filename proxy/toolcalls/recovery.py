@@ -432,7 +432,7 @@ def _process_choice(choice: Any, schemas: Schemas, recover: bool, events: list[E
     finish = choice.get("finish_reason")
     native = message.get("tool_calls")
     if isinstance(native, list) and native:
-        calls = [_repair_native(call, finish, events) for call in native]
+        calls = _identified([_repair_native(call, finish, events) for call in native])
         if all(new is old for new, old in zip(calls, native, strict=True)):
             return choice
         return {**choice, "message": {**message, "tool_calls": calls}}
@@ -470,6 +470,28 @@ def reasoning_text(message: dict[str, Any]) -> str | None:
         if isinstance(value, str) and value.strip():
             return value
     return None
+
+
+def _identified(calls: list[Any]) -> list[Any]:
+    """Native calls each with the `id` and `type` the API requires, as a stream's calls get
+    them (toolcalls.stream): a missing or repeated id becomes `call_N` (N: the call's place),
+    a missing type `function`. A client answers each call by its id, so two alike would be
+    one answer for two calls. Calls that have both, unrepeated, are the same objects."""
+    used: set[str] = set()
+    out = []
+    for n, call in enumerate(calls):
+        if not isinstance(call, dict):
+            out.append(call)
+            continue
+        given = call.get("id")
+        call_id = given if isinstance(given, str) and given else f"call_{n}"
+        while call_id in used:
+            call_id = f"{call_id}_{n}"
+        used.add(call_id)
+        if call_id != given or "type" not in call:
+            call = {**call, "id": call_id, "type": call.get("type", "function")}
+        out.append(call)
+    return out
 
 
 def _repair_native(call: Any, finish: str | None, events: list[Event]) -> Any:

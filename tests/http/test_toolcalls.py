@@ -644,6 +644,36 @@ async def test_native_whole_calls_without_ids_get_minted_ids(
     )
 
 
+@pytest.mark.parametrize("ids", ["missing", "repeated"])
+async def test_native_whole_calls_get_ids_and_types_as_streamed_ones_do(
+    ids: str, fake: FakeUpstream, lg: Running, api: Any
+) -> None:
+    # The API requires each call's id and type, and a client answers a call by its id: a
+    # whole answer gets the ids a stream of the same calls gets (call_N; a repeat made unique).
+    given = [None, None] if ids == "missing" else ["call_x", "call_x"]
+    calls: list[dict[str, Any]] = [
+        {"function": {"name": "get_time", "arguments": '{"tz": "UTC"}'}},
+        {"function": {"name": "get_time", "arguments": '{"tz": "CET"}'}},
+    ]
+    for call, call_id in zip(calls, given, strict=True):
+        if call_id is not None:
+            call["id"] = call_id
+    fake.push(Json(completion(None, finish="tool_calls", tool_calls=calls)))
+    whole = await api.chat.completions.create(model=MODEL, messages=MSG, tools=TOOLS)
+    fake.push(tool_stream([_frag(0, i, "get_time", c["function"]["arguments"])
+                           for i, c in zip(given, calls, strict=True)]))
+    streamed = [
+        c
+        async for c in await api.chat.completions.create(
+            model=MODEL, messages=MSG, tools=TOOLS, stream=True
+        )
+    ]
+    got = [(c.id, c.type, c.function.name) for c in whole.choices[0].message.tool_calls or []]
+    want = ["call_0", "call_1"] if ids == "missing" else ["call_x", "call_x_1"]
+    assert got == [(i, "function", "get_time") for i in want]
+    assert [c[0] for c in accumulate(streamed)[1]] == want
+
+
 async def test_a_long_answer_and_a_long_call_stream_through_whole(
     fake: FakeUpstream, lg: Running, api: Any
 ) -> None:
