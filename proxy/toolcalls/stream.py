@@ -69,6 +69,14 @@ _THINK_ENDS = (*THINK_CLOSE, *THINK_ENDERS)
 _LEFT_OVER_SET = frozenset(LEFT_OVER)
 
 
+def _with_extras(made: dict[str, Any], chunk: dict[str, Any]) -> dict[str, Any]:
+    """`made`, the chunk that carries a finish reason, with the finishing upstream `chunk`'s
+    own fields beside the few every made chunk copies (`_TEMPLATE_KEYS`): llama.cpp's
+    `timings`, a vendor's extras, a usage report (the relay keeps it for a client that asked)."""
+    extra = {k: v for k, v in chunk.items() if k not in made}
+    return {**made, **extra} if extra else made
+
+
 def _has_reasoning(delta: dict[str, Any]) -> bool:
     return "reasoning_content" in delta or "reasoning" in delta  # REASONING_KEYS, unrolled
 
@@ -409,12 +417,13 @@ class StreamToolProcessor:
         out: list[dict[str, Any]] = []
         if rest:
             passed = None if needs_final else finish
-            out.append(self._chunk(choice, rest, passed))
+            made = self._chunk(choice, rest, passed)
+            out.append(made if passed is None else _with_extras(made, chunk))
         if finish is not None:
             if needs_final:
-                out.extend(self._finalize(state, finish, chunk.get("usage")))
+                out.extend(self._finalize(state, finish, chunk.get("usage"), (choice, chunk)))
             elif not rest:
-                out.append(self._chunk(choice, {}, finish))
+                out.append(_with_extras(self._chunk(choice, {}, finish), chunk))
             state.finished = True
         return out
 
@@ -793,7 +802,15 @@ class StreamToolProcessor:
 
     # -- the end of a choice ----------------------------------------------------------------
 
-    def _finalize(self, state: _Choice, finish: str | None, usage: Any) -> list[dict[str, Any]]:
+    def _finalize(
+        self,
+        state: _Choice,
+        finish: str | None,
+        usage: Any,
+        ending: tuple[dict[str, Any], dict[str, Any]] | None = None,
+    ) -> list[dict[str, Any]]:
+        """The chunks that end a choice: its held text, its calls, its finish reason. `ending`:
+        the upstream's finishing choice and chunk, whose own fields the last chunk keeps."""
         state.finished = True
         out: list[dict[str, Any]] = []
         calls: list[dict[str, Any]] = []
@@ -819,11 +836,27 @@ class StreamToolProcessor:
         for k, call in enumerate(calls):
             out.append(self._make(base, {"tool_calls": [{"index": k, **call}]}, None))
         if finish is not None:
-            final = self._make(base, {}, finish)
-            if usage is not None:
-                final["usage"] = usage
-            out.append(final)
+            out.append(self._final(base, finish, usage, ending))
         return out
+
+    def _final(
+        self,
+        base: dict[str, Any],
+        finish: str,
+        usage: Any,
+        ending: tuple[dict[str, Any], dict[str, Any]] | None,
+    ) -> dict[str, Any]:
+        """The chunk that carries a choice's finish reason (see `_finalize`)."""
+        if ending is None:
+            final = self._make(base, {}, finish)
+        else:
+            # Not its logprobs: they are of the text, which went in a chunk of its own.
+            skip = ("delta", "finish_reason", "logprobs")
+            kept = {k: v for k, v in ending[0].items() if k not in skip}
+            final = _with_extras(self._make({**kept, **base}, {}, finish), ending[1])
+        if usage is not None:
+            final["usage"] = usage
+        return final
 
     def _recovered(self, found: Found, finish: str | None) -> list[dict[str, Any]]:
         """The calls found in the text, their events noted (none when only framing was)."""

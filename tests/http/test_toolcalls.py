@@ -177,7 +177,8 @@ async def lg(fake: FakeUpstream, start_proxy: StartProxy) -> Running:
     undeclared tools, which healing would send back to the model (tests/http/test_healing.py);
     here they must come back as the text recovery leaves them."""
     return await start_proxy(
-        {"name": "fake", "base_url": fake.url, "kind": "generic", "heal_retries": 0})
+        {"name": "fake", "base_url": fake.url, "kind": "generic", "heal_retries": 0}
+    )
 
 
 @pytest.fixture
@@ -242,8 +243,13 @@ async def test_a_llama_call_reaches_the_agent_as_a_call_without_its_end_token(
     text: str, content: str | None, fake: FakeUpstream, lg: Running, api: Any
 ) -> None:
     tools = [
-        {"type": "function", "function": {"name": name, "parameters": {
-            "type": "object", "properties": {key: {"type": "string"}}}}}
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "parameters": {"type": "object", "properties": {key: {"type": "string"}}},
+            },
+        }
         for name, key in (("brave_search", "query"), ("get_weather", "city"))
     ]
     args = {"query": "weather in Paris"} if "brave" in text else {"city": "Paris"}
@@ -262,8 +268,10 @@ async def test_a_llama_call_reaches_the_agent_as_a_call_without_its_end_token(
 
 @pytest.mark.parametrize(
     ("text", "content"),
-    [("Paris is sunny today.\n<|im_end|>", "Paris is sunny today."),
-     ("Done.</tool_call><|eot_id|>", "Done.")],
+    [
+        ("Paris is sunny today.\n<|im_end|>", "Paris is sunny today."),
+        ("Done.</tool_call><|eot_id|>", "Done."),
+    ],
     ids=["im_end", "stray_closer_then_eot"],
 )
 async def test_an_answer_reaches_the_agent_without_the_end_tokens_a_server_left(
@@ -660,8 +668,14 @@ async def test_native_whole_calls_get_ids_and_types_as_streamed_ones_do(
             call["id"] = call_id
     fake.push(Json(completion(None, finish="tool_calls", tool_calls=calls)))
     whole = await api.chat.completions.create(model=MODEL, messages=MSG, tools=TOOLS)
-    fake.push(tool_stream([_frag(0, i, "get_time", c["function"]["arguments"])
-                           for i, c in zip(given, calls, strict=True)]))
+    fake.push(
+        tool_stream(
+            [
+                _frag(0, i, "get_time", c["function"]["arguments"])
+                for i, c in zip(given, calls, strict=True)
+            ]
+        )
+    )
     streamed = [
         c
         async for c in await api.chat.completions.create(
@@ -672,6 +686,48 @@ async def test_native_whole_calls_get_ids_and_types_as_streamed_ones_do(
     want = ["call_0", "call_1"] if ids == "missing" else ["call_x", "call_x_1"]
     assert got == [(i, "function", "get_time") for i in want]
     assert [c[0] for c in accumulate(streamed)[1]] == want
+
+
+TIMINGS = {"predicted_n": 7, "predicted_ms": 70.5}
+FILTERED = {"hate": {"filtered": False, "severity": "safe"}}
+
+
+@pytest.mark.parametrize("tools", [None, TOOLS], ids=["no tools", "tools"])
+@pytest.mark.parametrize("answer", ["native call", "text ending in a newline"])
+async def test_the_finish_chunk_keeps_the_upstreams_own_fields(
+    answer: str, tools: Any, fake: FakeUpstream, lg: Running, api: Any
+) -> None:
+    # llama.cpp's `timings` and Azure's `content_filter_results` ride on the finish chunk. A
+    # tools stream rebuilds that chunk when it sends calls or held text with it; it must keep
+    # them, as the same answer does without tools.
+    opening = chunk({"role": "assistant", "content": None})
+    if answer == "native call":
+        events = [opening, chunk({"tool_calls": [_frag(0, "call_a", "get_time", '{"tz":"UTC"}')]})]
+        finish = "tool_calls"
+    else:
+        events = [opening, chunk({"content": "Hello.\n"})]
+        finish = "stop"
+    end = chunk({}, finish)
+    end["timings"] = TIMINGS
+    end["choices"][0]["content_filter_results"] = FILTERED
+    fake.push(Stream([*events, end, "[DONE]"]))
+    extra = {"tools": tools} if tools else {}
+    chunks = [
+        c
+        async for c in await api.chat.completions.create(
+            model=MODEL, messages=MSG, stream=True, **extra
+        )
+    ]
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == finish
+    assert last.model_extra == {"timings": TIMINGS}
+    assert last.choices[0].model_extra == {"content_filter_results": FILTERED}
+    content, calls, _ = accumulate(chunks)
+    assert (content, calls) == (
+        (None, [("call_a", "get_time", {"tz": "UTC"})])
+        if answer == "native call"
+        else ("Hello.\n", [])
+    )
 
 
 async def test_a_long_answer_and_a_long_call_stream_through_whole(
@@ -727,9 +783,11 @@ async def test_plain_text_with_tools_is_not_batched(
                 k = pieces.index(item["choices"][0]["delta"]["content"])
                 if k:
                     await read[k - 1].wait()
-            data = b"data: [DONE]\n\n" if item == "[DONE]" else b"data: " + json.dumps(
-                item
-            ).encode() + b"\n\n"
+            data = (
+                b"data: [DONE]\n\n"
+                if item == "[DONE]"
+                else b"data: " + json.dumps(item).encode() + b"\n\n"
+            )
             await resp.write(data)
         await resp.write_eof()
         return resp
@@ -828,9 +886,7 @@ async def test_a_call_in_the_reasoning_with_no_content_is_recovered(
     chunks = [c async for c in stream]
     assert accumulate(chunks) == want
     # The reasoning itself reaches the client whole, as it came.
-    sent = "".join(
-        (getattr(ch.delta, key, None) or "") for c in chunks for ch in c.choices
-    )
+    sent = "".join((getattr(ch.delta, key, None) or "") for c in chunks for ch in c.choices)
     assert sent == REASONING
 
 
