@@ -73,6 +73,7 @@ class HoldingStream(EventsStream):
     """
 
     __slots__ = (
+        "began",
         "calls",
         "finish_reason",
         "gave_up",
@@ -108,6 +109,7 @@ class HoldingStream(EventsStream):
         self.calls: list[dict[str, Any]] = []  # the calls, as they would go to the client
         self.size = 0
         self.finish_reason: str | None = None
+        self.began = False  # a chunk was fed
 
     # -- StreamProcessor --------------------------------------------------------------------
 
@@ -116,6 +118,7 @@ class HoldingStream(EventsStream):
         if len(self.inner.events) > self._seen:
             self._drain()
         if self.opening:
+            self.began = True
             self._open(out)
         if self.hold_all or self.holding:
             return self._hold(out)
@@ -144,9 +147,27 @@ class HoldingStream(EventsStream):
         return out
 
     def pass_texts(self, texts: list[str]) -> int:
-        if self.hold_all or self.holding or self.opening:
+        if self.hold_all or self.holding:
             return 0  # through `feed`, to be held
+        if self.opening:
+            return self._pass_opening(texts)
         passed = self.inner.pass_texts(texts)
+        if passed and not self.job.relayed:
+            self.texts.extend(texts[:passed])
+        return passed
+
+    def _pass_opening(self, texts: list[str]) -> int:
+        """`pass_texts` while the reply's first character is unknown: only for its first texts
+        (once a chunk was fed, the character is in text the processor holds, and every chunk
+        is fed until it shows), up to the first that is `{`, held with all after it (`_open`)."""
+        if self.began:
+            return 0
+        shown = next((k for k, text in enumerate(texts) if text.strip()), None)
+        if shown is not None and texts[shown].lstrip()[0] == "{":
+            texts = texts[:shown]
+        passed = self.inner.pass_texts(texts) if texts else 0
+        if shown is not None and passed > shown:
+            self.opening = False  # as `_open` decides on them, each going out as it came
         if passed and not self.job.relayed:
             self.texts.extend(texts[:passed])
         return passed

@@ -191,7 +191,7 @@ class StreamProcessor(Protocol):
     def pass_texts(self, texts: list[str]) -> int:
         """How many of the chunks adding `texts` to the first choice's content (one each, in
         order) go out unchanged, from the first: those are taken in without being parsed, and
-        the rest go through `feed`."""
+        the rest go through `feed`. The first may be the reply's first, nothing fed before."""
         ...
 
     def hold_texts(self, texts: list[str]) -> int:

@@ -5,6 +5,9 @@ go out in one write per read (never one per event) by one of two strategies:
 
 - **skim** (`_skim`): a run of ordinary events, once the answer is flowing and nothing will
   change it, goes out as it came, unread; a finish reason is all there is to look for.
+- **open** (`_open_reply`): with a stream processor (a tools request), the events that open
+  the reply (a role, empty values) and its first text are read without the walk, the text
+  shown to the processor like those after it.
 - **pass** (`_pass_texts`): with a stream processor (a tools request), the events that add to
   a string (the text, a call's arguments) shaped like one already read have it sliced out
   (`text_events`) and shown to the processor in a batch; text it would send unchanged goes out
@@ -96,6 +99,7 @@ class StreamRelay:
         "job",
         "layer",
         "loop",
+        "opening",
         "parser",
         "pending",
         "pending_carries",
@@ -119,6 +123,7 @@ class StreamRelay:
         self.shapes: dict[int | None, text_events.TextShape] = {}
         self.fed: text_events.TextShape | None = None
         self.holding = False  # the processor last refused a string of those shapes
+        self.opening = True  # the reply's opening events are next (`_open_reply`)
         # Seconds between keepalives while the answer has not begun (a front's; 0: none).
         self.every = 0.0 if job.front is None else job.front.keepalive
         self.forward_usage = layer.forward_usage(job)
@@ -274,6 +279,11 @@ class StreamRelay:
                 if end > pos:
                     pos = end
                     continue
+            elif self.opening:
+                end = self._open_reply(region, pos, batch)
+                if end > pos:
+                    pos = end
+                    continue
             found = next_block(region, pos)
             if found is None:
                 break
@@ -323,6 +333,62 @@ class StreamRelay:
                 taken = processor.add_arguments(shape.call, texts)
         self.holding = taken < len(texts)
         return text_events.end(shape, pos, bodies, taken) if taken else pos
+
+    def _open_reply(self, region: bytes, pos: int, batch: list[bytes]) -> int:
+        """Relay the events from `pos` that open a tools stream's reply, as the walk would,
+        without its steps; where the walk goes on.
+
+        Every tools stream opens alike: a chunk or two that add nothing (the role), then its
+        first text. The former go out as they came while the processor lets them (as in
+        `_translate`); the latter too when the processor lets it through unfed (`pass_texts`,
+        the reply's opening judged), and its shape is learnt for the texts after it. The first
+        event of another kind ends the opening for good: a chunk is translated here as the walk
+        would (read once), anything else is left to the walk.
+        """
+        processor = self.processor
+        assert processor is not None
+        while (found := next_block(region, pos)) is not None:
+            block, after = found
+            event = parse_block(block)
+            data = None if event is None else event.data
+            if data is None:
+                pos = after  # a comment or an event name alone: the walk skips it too
+                continue
+            chunk = loads(data) if data != DONE else None
+            if type(chunk) is not dict or ("error" in chunk and "choices" not in chunk):
+                break  # the end, an event that is not a chunk, an error: the walk's
+            if adds_nothing(chunk):
+                if not processor.pass_inert():
+                    break
+                batch.append(frame(data))
+                pos = after
+                continue
+            self.opening = False
+            if sent := self._open_text(data, chunk):
+                batch.append(sent)
+            return after
+        else:
+            return pos  # the read ended: the opening goes on in the next one
+        self.opening = False
+        return pos
+
+    def _open_text(self, data: bytes, chunk: dict[str, Any]) -> bytes:
+        """The first event after the reply's opening ones (`chunk`, parsed from `data`), as
+        the bytes for the client: as it came when it is the reply's first text and the
+        processor lets it through unfed (its shape learnt for the texts after it), else as the
+        walk translates it (the shape learnt here is the one the walk would learn)."""
+        processor = self.processor
+        assert processor is not None
+        shape = text_events.learn(data, chunk)
+        if shape is not None and shape.call is None:
+            self.shapes[None] = shape
+            if shape.bare and processor.pass_texts([chunk["choices"][0]["delta"]["content"]]):
+                self.job.content_started = True  # as `_note_choices` notes a text
+                self._carries = True
+                return frame(data)
+        translated = self._translate_chunk(data, chunk)
+        assert not isinstance(translated, ErrorEvent)  # an error chunk has stopped `_open_reply`
+        return translated
 
     def _shape_of(self, data: bytes, chunk: Any) -> text_events.TextShape | None:
         """The shape of an event about to be fed to the processor: one already known, or one
@@ -377,8 +443,11 @@ class StreamRelay:
 
     def _translate(self, data: bytes) -> bytes | ErrorEvent:
         """One upstream data event as the bytes for the client (noting finish and content)."""
+        return self._translate_chunk(data, loads(data))
+
+    def _translate_chunk(self, data: bytes, chunk: Any) -> bytes | ErrorEvent:
+        """`_translate` of the event `data`, parsed as `chunk`."""
         job = self.job
-        chunk = loads(data)
         if not isinstance(chunk, dict):
             return frame(data)  # not a JSON object: relayed as it came
         if "error" in chunk and "choices" not in chunk:

@@ -260,7 +260,7 @@ class StreamToolProcessor:
     def pass_texts(self, texts: list[str]) -> int:
         """How many of the chunks that add `texts` to the first choice's content (one text a
         chunk, in order) go out as they came, from the first; those are taken in as `feed` would
-        take them, and the caller feeds the rest.
+        take them, and the caller feeds the rest. The first may be the reply's first text.
 
         The relay asks this of prose it has not parsed (`path.text_events`), so that a
         tools stream relays plain text as cheaply as a stream without tools. A chunk counts only
@@ -269,9 +269,11 @@ class StreamToolProcessor:
         texts at once decide it, whatever their number.
         """
         state = self._choices.get(0)
+        if state is None:
+            return self._pass_opening(texts)
         # Held text or calls go out later in chunks built from the latest chunk's fields, so
         # while there are any, every chunk is fed (`feed` keeps them).
-        if state is None or state.held or state.native or state.finished or len(self._choices) > 1:
+        if state.held or state.native or state.finished or len(self._choices) > 1:
             return 0
         if state.given_up:
             return len(texts)
@@ -284,6 +286,26 @@ class StreamToolProcessor:
                 passing = self._clean_run(texts)
         state.released.extend(texts[:passing])
         return passing
+
+    def _pass_opening(self, texts: list[str]) -> int:
+        """`pass_texts` before anything was fed for the first choice: the reply's first text is
+        judged as `feed` judges it (a call may open a reply), on a new choice that is kept only
+        when that text goes out whole. Else nothing is taken in, and `feed` starts afresh."""
+        first = texts[0]
+        if self._choices or not first:
+            return 0  # another choice came first, or an empty text `feed` would not push
+        marks = self._marks
+        if self._recover and (
+            marks.anywhere.search(first) or marks.open_end.search(first + "\x00")
+        ):
+            return 0  # a marker, or what may begin one at its end: `feed` judges it, once
+        state = _Choice(0)
+        seen = len(self.events)
+        if self._push_text(state, first) != first or state.held or len(self.events) > seen:
+            del self.events[seen:]  # the hold-back limit's release: `feed` reports it itself
+            return 0
+        self._choices[0] = state
+        return 1 + (self.pass_texts(texts[1:]) if len(texts) > 1 else 0)
 
     def _clean_run(self, texts: list[str]) -> int:
         """How many of `texts`, from the first, are clean (see `Markers.clean`), which are then

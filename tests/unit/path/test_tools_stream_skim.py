@@ -9,11 +9,13 @@ import json
 from typing import Any
 
 import orjson
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from proxy.path import text_events
 from proxy.path.chunks import adds_nothing
+from proxy.path.holding import HoldingStream
+from proxy.path.job import Job
 from proxy.toolcalls.stream import StreamToolProcessor
 from tests.unit.path.fakes import FakeLayer, FakeUpstream, FeedsEveryEvent, Reply
 from tests.unit.path.test_attempts import run
@@ -108,6 +110,54 @@ async def test_passing_text_unread_sends_the_same_bytes(
     assert sent[0] == sent[1]
 
 
+class Holding(FakeLayer):
+    """A layer whose tools streams are held as with healing on (`HoldingStream`), around
+    `inner`; the holder of the last stream is kept, to compare what it noted of the reply."""
+
+    def __init__(self, inner: Any, opening_json: bool) -> None:
+        super().__init__()
+        self.inner, self.opening_json = inner, opening_json
+        self.held: HoldingStream | None = None
+
+    def stream_processor(self, job: Job) -> HoldingStream:
+        held = HoldingStream(
+            self.inner(), job, hold_all=False, limit=256 * 1024, opening_json=self.opening_json
+        )
+        self.held = held
+        return held
+
+
+@settings(max_examples=300, deadline=None)
+@example(texts=[("  ", 0), ("{", 0)], cut=None, opening_json=True, roles=1, recover=False)
+@given(
+    texts=st.lists(st.tuples(pieces | st.sampled_from(["{", ' {"a": 1}', "  "]), st.integers(0, 3)),
+                   max_size=10),
+    cut=st.one_of(st.none(), st.integers(1, 120)),
+    opening_json=st.booleans(),
+    roles=st.integers(0, 2),
+    recover=st.booleans(),
+)  # fmt: skip
+async def test_a_held_reply_opened_unfed_sends_and_notes_the_same(
+    texts: list[tuple[str, int]], cut: int | None, opening_json: bool, roles: int, recover: bool
+) -> None:
+    # The reply's opening (its role chunks, its first text) shown to a holding processor
+    # without the walk (`StreamRelay._open_reply`) must send what feeding every event sends,
+    # and leave the holder knowing the same of the reply: its text, and whether it opened
+    # with `{` (held whole then).
+    items: list[Any] = [event({"role": "assistant", "content": ""}, k % 4) for k in range(roles)]
+    items += [event({"content": text}, layout) for text, layout in texts]
+    items += [event({}, 0, "stop"), "[DONE]"]
+    seen = []
+    for kind in (StreamToolProcessor, Walked):
+        inner = lambda kind=kind: kind(TOOLS, recover=recover)  # noqa: E731
+        layer = Holding(inner, opening_json)
+        _, wire, _ = await run(layer, FakeUpstream(Reply.events(*items, cut=cut)), stream=True)
+        held = layer.held
+        assert held is not None
+        seen.append((wire.body, held.hold_all, held.opening, "".join(held.texts)))
+    assert seen[0] == seen[1]
+
+
 def test_prose_between_markers_is_passed_unread() -> None:
     # The point of it all: after the first word, plain prose never reaches `feed`.
     proc = StreamToolProcessor(TOOLS)
@@ -179,10 +229,10 @@ async def test_a_tools_stream_feeds_only_what_is_not_plain_prose() -> None:
     layer = FakeLayer(processor=lambda: Counted(TOOLS, fed))
     _, wire, _ = await run(layer, FakeUpstream(Reply.events(*items)), stream=True)
     contents = [c["choices"][0]["delta"].get("content") for c in fed]
-    # The first word (a reply's start is judged), the marker, and the finish: the role chunk
-    # before them is relayed unfed, the prose between passed on unread, the call after the
-    # marker held unread.
-    assert contents == ["Sure", " <tool", "_call>", None]
+    # The marker and the finish: the role chunk before them is relayed unfed, the first word
+    # shown to the processor unfed (the reply's start judged as `feed` judges it), the prose
+    # after it passed on unread, the call after the marker held unread.
+    assert contents == [" <tool", "_call>", None]
     sent = [orjson.loads(b[6:]) for b in wire.body.split(b"\n\n") if b[6:7] == b"{"]
     deltas = [c["choices"][0]["delta"] for c in sent]
     assert "".join(d.get("content") or "" for d in deltas) == "Sure thing, here it is"
