@@ -73,6 +73,7 @@ class Proxy:
         }
         self.router = Router((u.name, u.models) for u in settings.upstreams)
         self.metrics = Metrics(model_cap=settings.model_label_cap)
+        self.metrics.mask = self.mask
         self.metrics.members.source = self._member_stats
         self.store = LatchStore()
         self.log = logs.get_logger()

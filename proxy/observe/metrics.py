@@ -255,6 +255,11 @@ class FastHistogram(Collector):
         yield family
 
 
+# The longest model name kept as a label: real ones (a Hugging Face repo and a quantisation)
+# run to about a hundred characters, and a label is sent on every scrape of every series.
+MAX_MODEL_LABEL = 256
+
+
 class Metrics:
     """The registry and every latchgate metric; `on_event` is the `RequestEvents` listener."""
 
@@ -270,7 +275,11 @@ class Metrics:
         own = registry is None
         self.registry = CollectorRegistry() if registry is None else registry
         self.model_cap = model_cap
-        self._models: set[str] = set()
+        self._models: set[str] = set()  # names that are their own label (the fast path)
+        self._relabelled: dict[str, str] = {}  # names that are not: a secret in them, too long
+        # Masks secrets in a name (set by the proxy to its masker's): clients do send a key
+        # where the model goes, and a label leaves latchgate on every scrape.
+        self.mask: Callable[[str], str] = str
         # An upstream's config may add droppable names; they are bounded by config, not clients.
         self._droppable = DROPPABLE_FIELDS | frozenset(droppable)
         if own:
@@ -482,13 +491,21 @@ class Metrics:
         )
 
     def model_label(self, model: str) -> str:
-        """The `model` label: the first `model_cap` distinct names as they are, then "other"."""
+        """The `model` label: the first `model_cap` distinct names, then "other". A name with
+        a secret in it is labelled masked, and one too long to be a model's "other"."""
         if model in self._models:
             return model
-        if len(self._models) < self.model_cap:
+        label = self._relabelled.get(model)
+        if label is not None:
+            return label
+        if len(self._models) + len(self._relabelled) >= self.model_cap:
+            return OTHER
+        label = OTHER if len(model) > MAX_MODEL_LABEL else self.mask(model)
+        if label == model:
             self._models.add(model)
-            return model
-        return OTHER
+        else:
+            self._relabelled[model] = label
+        return label
 
     # -- the event seam -------------------------------------------------------------------
 

@@ -191,6 +191,29 @@ async def test_a_forwarded_client_key_is_masked_in_what_comes_back(
     assert fake.requests[0].headers["Authorization"] == f"Bearer {own}"
 
 
+@pytest.mark.parametrize("model", [UPSTREAM_KEY, f"gpt-{CLIENT_KEY}", "m" * 5000])
+async def test_a_key_or_a_huge_name_sent_as_the_model_stays_out_of_the_metrics(
+    keyed: Running, fake: FakeUpstream, model: str
+) -> None:
+    # Clients do paste a key where the model goes. The answer and the log are masked; the
+    # `model` label, sent on every scrape (which needs no key), must be too, and a name no
+    # model has (thousands of characters) is not made a label at all.
+    fake.push(Json(completion("ok")))
+    status, _, raw = await post(keyed, "/chat/completions", {"model": model, "messages": MSG})
+    assert status == 200 and not leaks(raw)
+    async with aiohttp.ClientSession() as s, s.get(keyed.url + "/metrics") as resp:
+        scrape = await resp.text()
+    assert not leaks(scrape)
+    series = [line for line in scrape.splitlines() if line.startswith("latchgate_requests_total{")]
+    assert len(series) == 1
+    label = (
+        "other"
+        if len(model) > 1000
+        else model.replace(UPSTREAM_KEY, "[REDACTED]").replace(CLIENT_KEY, "[REDACTED]")
+    )
+    assert f'model="{label}"' in series[0]
+
+
 def test_configured_secrets_cover_urls_keys_and_env() -> None:
     up = parse_upstream(
         {"name": "u", "base_url": "http://user:pa55-word-xyz@h:1/v1?api_key=q-key-123456789&x=1"},
