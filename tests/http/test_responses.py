@@ -439,6 +439,36 @@ async def test_a_streamed_custom_call_carries_the_unwrapped_input(
     assert item["type"] == "custom_tool_call" and item["input"] == PATCH
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_parallel_calls_keep_the_models_order_when_a_custom_call_comes_first(
+    lg: Running, fake: FakeUpstream, stream: bool
+) -> None:
+    # Codex runs calls in the order it reads them: "patch, then run the tests" must not become
+    # "run the tests, then patch" because the custom call goes out whole at the end.
+    calls = [
+        ("call_p", "apply_patch", orjson.dumps({"input": PATCH}).decode()),
+        ("call_w", "get_weather", '{"city": "Paris"}'),
+    ]
+    if stream:
+        fake.push(calls_stream(*calls))
+        async with lg.client().responses.stream(
+            model=MODEL, input="x", tools=[APPLY_PATCH, WEATHER]
+        ) as events:
+            done = [e.item.call_id async for e in events if e.type == "response.output_item.done"]
+            response = await events.get_final_response()
+        assert done == ["call_p", "call_w"]
+    else:
+        fake.push(Json(completion(None, finish="tool_calls",
+                                  tool_calls=[tool_call(*c) for c in calls])))  # fmt: skip
+        response = await lg.client().responses.create(
+            model=MODEL, input="x", tools=[APPLY_PATCH, WEATHER]
+        )
+    assert [(i.type, i.call_id) for i in response.output] == [
+        ("custom_tool_call", "call_p"),
+        ("function_call", "call_w"),
+    ]
+
+
 async def test_an_upstream_cut_mid_stream_fails_the_response_and_the_sdk_raises(
     lg: Running, fake: FakeUpstream
 ) -> None:

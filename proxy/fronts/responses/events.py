@@ -12,7 +12,8 @@ bytes of the Responses events they become. The rules it keeps, each one a client
   added, done and final forms;
 - a call streams its argument deltas while it is the only one; calls to other indexes (parallel
   calls) are held and sent whole after it, as are calls to a `custom` tool, whose input is only
-  known once the wrapper's arguments are complete;
+  known once the wrapper's arguments are complete, and the calls after a held one (the items
+  keep the model's order);
 - `response.completed` (or `response.incomplete`) carries the whole response, and nothing comes
   after it; a failure ends with `response.failed` and an `error` event the Python SDK raises.
 """
@@ -243,13 +244,29 @@ class EventWriter(QueuedWriter):
             if piece:
                 self._emit("response.function_call_arguments.delta", item_id=self._item_id(call),
                            output_index=call.index, delta=piece)  # fmt: skip
-        elif self._live is None and call.item is None and call.name and self._streams(call):
+        elif (
+            self._live is None
+            and call.item is None
+            and call.name
+            and self._streams(call)
+            and self._next_out(call)
+        ):
             self._close_text("completed")
             self._open_call(call)
             self._live = call
             if call.arguments:
                 self._emit("response.function_call_arguments.delta", item_id=self._item_id(call),
                            output_index=call.index, delta="".join(call.arguments))  # fmt: skip
+
+    def _next_out(self, call: _Call) -> bool:
+        """Whether no call before `call` waits to go out (a custom one, held whole): the items
+        keep the model's order, which is the order Codex runs them in."""
+        for other in self._calls.values():
+            if other is call:
+                return True
+            if other.item is None and other.name:
+                return False
+        return True
 
     def _streams(self, call: _Call) -> bool:
         """Function calls stream their arguments; custom and shell calls go whole at the end."""
