@@ -93,12 +93,17 @@ class ChatStream(web.StreamResponse):
         """A data event taken in; the bytes of a terminal event (the rest waits for `take`)."""
         if data == DONE:
             return self.events.done()
+        if not data.strip():
+            return b""  # an empty data line (a heartbeat some servers send): nothing in it
         chunk = loads(data)
-        if isinstance(chunk, dict):  # anything else is nothing a Responses client could read
-            error = chunk.get("error")
-            if error is not None and "choices" not in chunk:
-                return self.events.failed(_error(error))
-            self.events.add(chunk)
+        if not isinstance(chunk, dict) or not _readable_choices(chunk.get("choices")):
+            # The chat route relays such an event as it came, and the client's SDK raises on
+            # it; here it would vanish, and the answer end complete without what it held.
+            return self.events.failed(_UNREADABLE)
+        error = chunk.get("error")
+        if error is not None and "choices" not in chunk:
+            return self.events.failed(_error(error))
+        self.events.add(chunk)
         return b""
 
     async def write(self, data: bytes | bytearray | memoryview) -> None:
@@ -235,9 +240,27 @@ def _plain_chunks(region: bytes) -> list[dict[str, Any]] | None:
     except orjson.JSONDecodeError:
         return None
     for chunk in chunks:
-        if type(chunk) is not dict or "error" in chunk:
+        if (
+            type(chunk) is not dict
+            or "error" in chunk
+            or not _readable_choices(chunk.get("choices"))
+        ):
             return None
     return chunks
+
+
+def _readable_choices(choices: object) -> bool:
+    """Whether a chunk's `choices` can be read: a list, or none at all (a usage report)."""
+    return choices is None or type(choices) is list
+
+
+_UNREADABLE = {
+    "code": "upstream_bad_stream",
+    "type": "upstream_error",
+    "message": "The upstream sent a stream event that is not a chat chunk (not a JSON object, or "
+    "its choices not a list), so the answer is incomplete. Retry the request; check the "
+    "server if it repeats.",
+}
 
 
 def _error(error: Any) -> dict[str, Any]:

@@ -356,6 +356,29 @@ async def test_calls_written_as_text_are_recovered_in_every_format(
     assert kinds == sorted(kinds, key=["thinking", "text", "tool_use"].index)
 
 
+UNREADABLE = {
+    "cut JSON": b'data: {"choices":[{"index":0,"delta":{"content":"forty-two"}}]\n\n',
+    "not an object": b"data: [1, 2]\n\n",
+    "choices not a list": b'data: {"choices": "x"}\n\n',
+}
+
+
+@pytest.mark.parametrize("bad", sorted(UNREADABLE))
+async def test_an_unreadable_stream_event_ends_the_message_with_an_error(
+    lg: Running, fake: FakeUpstream, bad: str
+) -> None:
+    # The chat route relays such an event as it came (the client's SDK raises on it); on the
+    # Messages front it must not vanish and leave "The answer is " as a finished message.
+    events = [chunk({"role": "assistant", "content": ""}), chunk({"content": "The answer is "})]
+    fake.push(Stream([*events, UNREADABLE[bad], chunk({}, "stop"), "[DONE]"]))
+    with pytest.raises(anthropic.APIStatusError) as info:
+        async with client(lg).messages.stream(model=MODEL, max_tokens=50, messages=HI) as s:
+            async for _ in s:
+                pass
+    check_error_shape(info.value.body, "api_error")
+    assert "not a chat chunk" in info.value.body["error"]["message"]
+
+
 async def test_an_upstream_cut_mid_stream_raises_in_the_sdk(
     lg: Running, fake: FakeUpstream
 ) -> None:

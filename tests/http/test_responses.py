@@ -497,6 +497,28 @@ async def test_an_upstream_cut_mid_stream_fails_the_response_and_the_sdk_raises(
     assert not any(e["type"] == "response.completed" for e in events)
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b'data: {"choices":[{"index":0,"delta":{"content":"forty-two"}}]\n\n',
+        b"data: [1, 2]\n\n",
+        b'data: {"choices": "x"}\n\n',
+    ],
+    ids=["cut JSON", "not an object", "choices not a list"],
+)
+async def test_an_unreadable_stream_event_fails_the_response(
+    lg: Running, fake: FakeUpstream, bad: bytes
+) -> None:
+    # Not dropped with the answer then reported completed without what the event held.
+    events = [chunk({"role": "assistant", "content": ""}), chunk({"content": "The answer is "})]
+    fake.push(Stream([*events, bad, chunk({}, "stop"), "[DONE]"]))
+    with pytest.raises(openai.APIError) as info:
+        async with lg.client().responses.stream(model=MODEL, input="x") as stream:
+            async for _ in stream:
+                pass
+    assert "not a chat chunk" in info.value.message
+
+
 async def test_a_refusal_latches_and_is_resent(lg: Running, fake: FakeUpstream) -> None:
     refusal = {
         "error": {
