@@ -55,8 +55,11 @@ def judge(route: str, parsed: Any, raw: bytes, ctype: str) -> BadAnswer | None:
     if key is None:
         return None
     if isinstance(parsed, dict):
-        if isinstance(parsed.get(key), list):
-            return None
+        found = parsed.get(key)
+        if isinstance(found, list):
+            # No choice at all is no answer (a client reads choices[0]); an empty list of
+            # embeddings or models can be one.
+            return None if found or key != "choices" else BadAnswer("an empty 'choices' list")
         if "error" in parsed:
             return BadAnswer("an error object", status=error_status(parsed["error"], 502))
         return BadAnswer(f"a JSON object without a {key!r} list")

@@ -66,6 +66,31 @@ async def test_a_200_that_is_not_an_answer_is_a_502(
     assert len(fake.requests) == 1  # the server did answer: not retried
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/chat/completions", ROUTES["/chat/completions"]),
+        ("/completions", ROUTES["/completions"]),
+        ("/responses", {"model": "m", "input": "Hi"}),
+        ("/messages", {"model": "m", "max_tokens": 10, "messages": MSG}),
+    ],
+)
+async def test_an_answer_with_no_choice_at_all_is_a_502(
+    lg0: Running, fake: FakeUpstream, path: str, body: dict[str, Any]
+) -> None:
+    # `choices: []` answers nothing: a chat client reads choices[0], and the fronts made it a
+    # successful empty answer (Responses `completed` with no output, Messages `end_turn`).
+    fake.push(Json({"id": "x", "object": "chat.completion", "choices": []}))
+    status, raw = await post(lg0, path, body)
+    assert status == 502, raw
+    error = orjson.loads(raw)["error"]
+    assert "an empty 'choices' list" in error["message"]
+    if path == "/messages":
+        assert orjson.loads(raw)["type"] == "error"
+    else:
+        assert error["code"] == "upstream_bad_answer"
+
+
 @pytest.mark.parametrize("case", list(BROKEN))
 async def test_the_sdk_raises_instead_of_returning_a_broken_completion(
     lg0: Running, fake: FakeUpstream, case: str
@@ -240,7 +265,7 @@ def test_the_parser_refuses_an_event_past_its_limit() -> None:
 @pytest.mark.parametrize(
     ("route", "body", "bad"),
     [
-        ("chat", {"choices": []}, None),
+        ("chat", {"choices": []}, BadAnswer("an empty 'choices' list")),
         ("chat", {"choices": None}, BadAnswer("a JSON object without a 'choices' list")),
         ("embeddings", {"data": []}, None),
         ("embeddings", {"error": {"code": 429}}, BadAnswer("an error object", status=429)),
