@@ -379,6 +379,27 @@ async def test_an_unreadable_stream_event_ends_the_message_with_an_error(
     assert "not a chat chunk" in info.value.body["error"]["message"]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_tool_use_is_the_stop_reason_exactly_when_a_tool_use_block_is_there(
+    lg: Running, fake: FakeUpstream, stream: bool
+) -> None:
+    # A server that says tool_calls with no call in the reply: Claude Code would wait for a
+    # tool_use block that never comes. Text alone ends the turn.
+    fake.push(text_stream("Just text", finish="tool_calls") if stream
+              else Json(completion("Just text", finish="tool_calls")))  # fmt: skip
+    if stream:
+        async with client(lg).messages.stream(
+            model=MODEL, max_tokens=50, messages=HI, tools=[WEATHER]
+        ) as s:
+            message = await s.get_final_message()
+    else:
+        message = await client(lg).messages.create(
+            model=MODEL, max_tokens=50, messages=HI, tools=[WEATHER]
+        )
+    assert [b.type for b in message.content] == ["text"]
+    assert message.stop_reason == "end_turn"
+
+
 async def test_an_upstream_cut_mid_stream_raises_in_the_sdk(
     lg: Running, fake: FakeUpstream
 ) -> None:

@@ -23,7 +23,7 @@ from proxy.fronts.messages.output import (
     Context,
     matched_stop,
     message_object,
-    stop_reason,
+    stop_of,
     tool_input,
     usage_of,
 )
@@ -84,9 +84,7 @@ class MessageWriter(QueuedWriter):
             if not call.opened and call.name:
                 self._open_call(call)
                 self._close()
-        stop = stop_reason(self._finish) or "end_turn"
-        if stop == "end_turn" and any(b["type"] == "tool_use" for b in self.content):
-            stop = "tool_use"
+        stop = stop_of(self._finish, self.content)
         if self._sequence is not None:
             stop = "stop_sequence"
         usage = usage_of(self._usage)

@@ -47,6 +47,19 @@ def stop_reason(finish: object) -> str | None:
     return STOP_REASONS.get(finish, "end_turn") if isinstance(finish, str) else None
 
 
+def stop_of(finish: object, content: list[dict[str, Any]]) -> str:
+    """The stop reason of a message holding `content`: `tool_use` exactly when a tool_use
+    block is in it, whatever the server's finish reason said (`tool_calls` with no call, or
+    `stop` with calls: clients run the calls on `tool_use`, and wait for one on it)."""
+    stop = stop_reason(finish) or "end_turn"
+    uses = any(block["type"] == "tool_use" for block in content)
+    if stop == "end_turn" and uses:
+        return "tool_use"
+    if stop == "tool_use" and not uses:
+        return "end_turn"
+    return stop
+
+
 def matched_stop(ctx: Context, choice: dict[str, Any]) -> str | None:
     """The stop sequence that ended the reply, where the server says which (vLLM's
     `stop_reason`; llama.cpp and OpenAI say only "stop", which is then `end_turn`)."""
@@ -130,9 +143,7 @@ def from_completion(ctx: Context, completion: dict[str, Any]) -> dict[str, Any]:
                     "input": tool_input(function.get("arguments")),
                 }
             )
-    stop = stop_reason(choice.get("finish_reason")) or "end_turn"
-    if stop == "end_turn" and any(b["type"] == "tool_use" for b in blocks):
-        stop = "tool_use"
+    stop = stop_of(choice.get("finish_reason"), blocks)
     sequence = matched_stop(ctx, choice)
     if sequence is not None:
         stop = "stop_sequence"

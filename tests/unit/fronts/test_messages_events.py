@@ -159,7 +159,7 @@ def test_an_empty_stream_still_frames_a_message() -> None:
     [
         ("stop", "end_turn"),
         ("length", "max_tokens"),
-        ("tool_calls", "tool_use"),
+        ("tool_calls", "end_turn"),  # a text reply: no tool_use block, so no tool_use
         (None, "end_turn"),
     ],
 )

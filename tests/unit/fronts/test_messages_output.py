@@ -125,8 +125,9 @@ def test_a_tool_call_with_finish_stop_is_still_tool_use() -> None:
     [
         ("stop", "end_turn"),
         ("length", "max_tokens"),
-        ("tool_calls", "tool_use"),
-        ("function_call", "tool_use"),
+        # A text reply the server says ended in calls: no tool_use block, so no tool_use.
+        ("tool_calls", "end_turn"),
+        ("function_call", "end_turn"),
         ("content_filter", "refusal"),
         ("eos", "end_turn"),
         (None, "end_turn"),
