@@ -12,10 +12,12 @@ from __future__ import annotations
 import re
 
 import aiohttp
+import orjson
 from aiohttp import web
 
+from proxy.observe import events as ev
 from proxy.path import client as out
-from proxy.path.chunks import RAW_END, RESPONSES_END
+from proxy.path.chunks import DONE_EVENT, RAW_END, RESPONSES_END
 from proxy.path.deadlines import Deadlines
 from proxy.path.job import Decision, Job, Layer
 from proxy.path.sending import Sender
@@ -52,6 +54,8 @@ class RawStreamRelay:
                     return resp
                 if "event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
                     raw = job.masker.bytes(await resp.read())
+                    if job.route == "completions":
+                        return await self._whole_as_stream(request, job, resp, raw)
                     return self.whole.answer(job, resp, raw)  # the server ignored `stream`
                 async for chunk in resp.content.iter_any():
                     region = job.masker.bytes(parser.feed(chunk))  # whole events: no key split
@@ -104,6 +108,31 @@ class RawStreamRelay:
             await out.write(await self._open(request, job, resp), tail)
             job.relayed = True
         return ended
+
+    async def _whole_as_stream(
+        self, request: web.Request, job: Job, resp: Response, raw: bytes
+    ) -> Outcome:
+        """The server ignored `stream: true` and answered whole: that answer as one event and
+        `[DONE]`. An SDK reading a stream finds no event in a JSON body, and would end it as an
+        empty answer. (A completion's chunk is the completion's own shape.)"""
+        parsed, decision = self.whole.judged(job, resp, raw)
+        if decision is not None:
+            return decision
+        try:
+            event = frame(orjson.dumps(parsed))  # one line: the server may have indented it
+        except orjson.JSONEncodeError:  # nested past what orjson writes: sent as it came
+            return self.whole.answer(job, resp, raw)
+        self.whole.changed(job, parsed)  # its usage noted
+        job.events.emit(
+            ev.INFO,
+            f"{job.upstream.name} answered a streamed request whole; latchgate sent it to the "
+            "client as a stream.",
+        )
+        client = await out.open_stream(request, job)
+        job.relayed = True
+        job.status = 200
+        await out.end(client, event + DONE_EVENT)
+        return client
 
     async def _open(self, request: web.Request, job: Job, resp: Response) -> web.StreamResponse:
         return await out.open_stream(

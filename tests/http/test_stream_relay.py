@@ -125,6 +125,30 @@ async def test_a_whole_answer_to_a_stream_request_is_streamed(
     assert len(fake.bodies()) == 1
 
 
+async def test_a_whole_completion_to_a_stream_request_is_streamed(
+    lg: Running, fake: FakeUpstream
+) -> None:
+    # The completions route relays streams unread; a server that ignores `stream` there gave
+    # the SDK a JSON body, in which it found no event: an empty answer and no error.
+    text = {
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {"index": 0, "text": "whole\nanswer", "logprobs": None, "finish_reason": "stop"}
+        ],
+        "usage": USAGE,
+    }
+    fake.push(Json(orjson.dumps(text, option=orjson.OPT_INDENT_2)))
+    stream = await lg.client().completions.create(model="m", prompt="Hi", stream=True)
+    parts = [p async for p in stream]
+    assert [(c.text, c.finish_reason) for p in parts for c in p.choices] == [
+        ("whole\nanswer", "stop")
+    ]
+    assert sample(lg, "latchgate_tokens_total", upstream="fake", model="m", kind="completion") == 5
+
+
 async def test_json_in_words_stream_keeps_reasoning_and_usage(
     lg: Running, fake: FakeUpstream
 ) -> None:
