@@ -37,6 +37,7 @@ from proxy.observe import events as ev
 from proxy.observe import logs
 from proxy.path import client as out
 from proxy.path import keepalive, text_events, usage
+from proxy.path.answers import error_status
 from proxy.path.chunks import (
     DONE_EVENT,
     adds_nothing,
@@ -354,6 +355,8 @@ class StreamRelay:
             if data is None:
                 pos = after  # a comment or an event name alone: the walk skips it too
                 continue
+            if event is not None and event.event is not None:
+                break  # a named event (`event: error`): the walk's
             chunk = loads(data) if data != DONE else None
             if type(chunk) is not dict or ("error" in chunk and "choices" not in chunk):
                 break  # the end, an event that is not a chunk, an error: the walk's
@@ -434,6 +437,10 @@ class StreamRelay:
         if event.data == DONE:
             self.done = True
             return None
+        if event.event == "error":
+            # An error sent as a named event: an error whatever its data holds, never a chunk
+            # (`{"message": "overloaded"}` would go out as one, and its words be lost).
+            return ErrorEvent(event.data, _named_error_status(event.data))
         translated = self._translate(event.data)
         if isinstance(translated, ErrorEvent):
             return translated
@@ -703,6 +710,14 @@ async def _broken(request: web.Request, job: Job, message: str, code: str) -> we
     if job.relayed:
         return await out.end_with_error(request, job, 502, message, code)
     return await out.give(request, job, Decision.give(502, error_body(502, message, code=code)))
+
+
+def _named_error_status(data: bytes) -> int:
+    """The HTTP status an `event: error` stands for: its error object's code, or 500."""
+    chunk = loads(data)
+    if not isinstance(chunk, dict):
+        return 500
+    return event_status(chunk) if "error" in chunk else error_status(chunk, 500, keys=("code",))
 
 
 def _log_internal_error(job: Job, exc: BaseException) -> None:

@@ -224,6 +224,42 @@ async def test_the_usage_report_reaches_only_a_client_that_asked(
     assert sample(lg, "latchgate_tokens_total", upstream="fake", model="m", kind="completion") == 5
 
 
+NAMED_ERROR = b'event: error\ndata: {"message": "overloaded, try again later"}\n\n'
+
+
+@pytest.mark.parametrize("tools", [None, TOOLS], ids=["no tools", "tools"])
+async def test_an_error_sent_as_a_named_event_ends_the_stream_with_its_words(
+    lg: Running, fake: FakeUpstream, tools: object
+) -> None:
+    # Some servers send `event: error` with a bare message. Its data is no chunk: it must not
+    # go out as one (with the upstream's words lost behind latchgate's "incomplete" error).
+    events = [chunk({"role": "assistant", "content": ""}), chunk({"content": "par"})]
+    fake.push(Stream([*events, NAMED_ERROR], then="hang"))
+    extra: dict[str, object] = {"tools": tools} if tools else {}
+    stream = await lg.client().chat.completions.create(
+        model="m",
+        messages=MSG,
+        stream=True,
+        **extra,  # type: ignore[call-overload]
+    )
+    got = []
+    with pytest.raises(openai.APIError) as info:
+        async for part in stream:
+            got.append(part)
+    assert "overloaded, try again later" in str(info.value.message)
+    assert "".join(p.choices[0].delta.content or "" for p in got if p.choices) == "par"
+
+
+async def test_an_error_sent_as_a_named_event_before_content_is_an_http_error(
+    start_proxy: StartProxy, fake: FakeUpstream
+) -> None:
+    lg = await start_proxy({"name": "fake", "base_url": fake.url, "kind": "generic", "retries": 0})
+    fake.push(Stream([NAMED_ERROR], then="hang"))
+    with pytest.raises(openai.InternalServerError) as info:
+        await lg.client().chat.completions.create(model="m", messages=MSG, stream=True)
+    assert "overloaded, try again later" in str(info.value.message)
+
+
 async def test_an_upstream_error_after_content_ends_the_stream(
     lg: Running, fake: FakeUpstream
 ) -> None:
