@@ -73,6 +73,7 @@ class ProxyError(Exception):
         type: str | None = None,
         param: str | None = None,
         code: str | None = None,
+        close: bool = False,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -80,6 +81,9 @@ class ProxyError(Exception):
         self.type = type
         self.param = param
         self.code = code
+        # The connection ends after the answer (`Connection: close`): what is left of the
+        # request on it cannot be told apart from the next one's bytes.
+        self.close = close
 
     def body(self) -> dict[str, Any]:
         return error_body(
@@ -87,7 +91,7 @@ class ProxyError(Exception):
         )
 
     def response(self, headers: dict[str, str] | None = None) -> web.Response:
-        return error_response(
+        response = error_response(
             self.status,
             self.message,
             type=self.type,
@@ -95,6 +99,9 @@ class ProxyError(Exception):
             code=self.code,
             headers=headers,
         )
+        if self.close:
+            response.force_close()
+        return response
 
 
 def too_deep_to_send() -> ProxyError:

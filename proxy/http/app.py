@@ -327,12 +327,14 @@ def _error_for(proxy: Proxy, request: web.Request, exc: Exception) -> web.Respon
     if isinstance(exc, ProxyError):
         return exc.response()
     if isinstance(exc, web.HTTPRequestEntityTooLarge):
-        return error_response(
+        response = error_response(
             413,
             f"The request body is larger than this proxy accepts ({exc.text or 'limit exceeded'}). "
             "Send a smaller body, or raise server.max_body_bytes.",
             code="request_too_large",
         )
+        response.force_close()  # the rest of the body is unread: the connection cannot go on
+        return response
     if isinstance(exc, web.HTTPException) and exc.status >= 400:
         return error_response(exc.status, exc.reason or "Request failed.")
     # The last line of defence: log it, answer 500 in OpenAI's shape.

@@ -33,6 +33,7 @@ def unreadable(exc: Exception) -> ProxyError:
         f"Could not read the request body ({type(exc).__name__}); send plain JSON, or JSON "
         "encoded as its Content-Encoding header says (gzip or deflate).",
         code="invalid_body",
+        close=True,  # aiohttp drops the connection after a body it could not read
     )
 
 

@@ -43,6 +43,8 @@ def shaped(response: web.Response) -> web.Response:
     for name, value in response.headers.items():
         if name.lower() not in ("content-type", "content-length"):
             out.headers.add(name, value)
+    if response.keep_alive is False:
+        out.force_close()  # the answer closes the connection (a body that could not be read)
     return out
 
 

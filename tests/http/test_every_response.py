@@ -13,7 +13,7 @@ import structlog
 
 from proxy.observe import logs
 from tests.conftest import Running, StartProxy
-from tests.fakeupstream import FakeUpstream
+from tests.fakeupstream import FakeUpstream, Json, completion
 from tests.rawhttp import parse_answer, raw_request, send_raw
 
 CHAT = b'{"model":"m","messages":[{"role":"user","content":"Hi"}]}'
@@ -125,6 +125,30 @@ async def test_an_admin_body_labelled_compressed_but_plain_is_a_400(
     )
     error = assert_openai_error(got, 400)
     assert error["code"] == "invalid_body"
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/admin/latches/expire"])
+async def test_a_body_that_cannot_be_decoded_closes_the_connection_it_came_on(
+    admin_lg: Running, fake: FakeUpstream, path: str
+) -> None:
+    # aiohttp drops the connection after a body it could not decode; the answer must say so
+    # (`Connection: close`), or a client that pools connections sends its next request on a
+    # dead one and fails with "Server disconnected".
+    headers = {"Content-Encoding": "gzip", "Authorization": "Bearer admin-key-123"}
+    fake.push(Json(completion("ok")))
+    async with aiohttp.ClientSession() as s:
+        async with s.post(admin_lg.url + path, data=b'{"older_than": "7d"}', headers=headers) as r:
+            assert r.status == 400
+            assert r.headers.get("Connection", "").lower() == "close"
+            body = await r.json()
+        error = body["error"]
+        assert (error["type"] if path == "/v1/messages" else error["code"]) in (
+            "invalid_body",
+            "invalid_request_error",
+        )
+        chat = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
+        async with s.post(admin_lg.base_url + "/chat/completions", json=chat) as r:
+            assert r.status == 200  # the next request, on a new connection
 
 
 # -- unrouted requests are counted and logged (item 13) ------------------------------------------
