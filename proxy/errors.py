@@ -74,6 +74,7 @@ class ProxyError(Exception):
         param: str | None = None,
         code: str | None = None,
         close: bool = False,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -84,6 +85,7 @@ class ProxyError(Exception):
         # The connection ends after the answer (`Connection: close`): what is left of the
         # request on it cannot be told apart from the next one's bytes.
         self.close = close
+        self.headers = headers  # headers the answer carries (a 405's `Allow`)
 
     def body(self) -> dict[str, Any]:
         return error_body(
@@ -97,7 +99,7 @@ class ProxyError(Exception):
             type=self.type,
             param=self.param,
             code=self.code,
-            headers=headers,
+            headers={**self.headers, **(headers or {})} if self.headers else headers,
         )
         if self.close:
             response.force_close()

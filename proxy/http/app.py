@@ -437,6 +437,11 @@ def _protocol_refusal(status: int, exc: BaseException | None, detail: str) -> Pr
 _OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
+# Paths under the Messages front: a client there reads only Anthropic's error shape, also for a
+# path or method latchgate does not serve (Claude Code's SDK, a batch or a model listing).
+_MESSAGES_PATHS = ("/v1/messages", "/messages")
+
+
 def _unrouted(proxy: Proxy) -> Handler:
     """The catch-all route: 405 for a known path with the wrong method, else 404."""
 
@@ -449,11 +454,12 @@ def _unrouted(proxy: Proxy) -> Handler:
         if request.path not in _OPEN_PATHS and not request.path.startswith("/admin/"):
             _check_key(proxy, request)  # an unknown path says nothing to a client without a key
         if allowed:
+            allow = ", ".join(sorted(allowed))
             raise ProxyError(
                 405,
-                f"{request.method} is not allowed on {request.path}; use "
-                f"{', '.join(sorted(allowed))}.",
+                f"{request.method} is not allowed on {request.path}; use {allow}.",
                 code="method_not_allowed",
+                headers={"Allow": allow},  # RFC 9110: a 405 says which methods are
             )
         raise ProxyError(
             404,
@@ -831,7 +837,7 @@ def create_app(settings: Settings) -> web.Application:
     # Last: whatever no route above matched (registered after them, so it never shadows one).
     # `[\s\S]`, not `.`: a path holding an (encoded) line break must reach it too.
     unrouted = _guarded(proxy, _unrouted(proxy), needs_key=False, route="unrouted")
-    add("*", r"/{tail:[\s\S]*}", unrouted)
+    add("*", r"/{tail:[\s\S]*}", anthropic_errors(unrouted, only=_MESSAGES_PATHS))
     app.on_startup.append(proxy.startup)
     app.on_shutdown.append(proxy.drain)
     app.on_cleanup.append(proxy.shutdown)

@@ -95,11 +95,14 @@ class MessagesRoute:
         return count
 
 
-def anthropic_errors(handler: Handler) -> Handler:
-    """A guarded route (OpenAI-shaped errors) whose errors go out in Anthropic's shape."""
+def anthropic_errors(handler: Handler, *, only: tuple[str, ...] = ()) -> Handler:
+    """A guarded route (OpenAI-shaped errors) whose errors go out in Anthropic's shape: all of
+    them, or with `only` those on paths that begin so."""
 
     async def route(request: web.Request) -> web.StreamResponse:
         response = await handler(request)
+        if only and not request.path.startswith(only):
+            return response
         return shaped(response) if isinstance(response, web.Response) else response
 
     return route

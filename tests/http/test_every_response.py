@@ -174,6 +174,38 @@ async def test_unrouted_requests_are_counted_and_logged(
     assert line[0]["path"] == path and line[0]["method"] == method and line[0]["status"] == status
 
 
+async def test_a_405_says_which_methods_the_path_takes(lg: Running) -> None:
+    got = await raw_request(lg.port, "GET", "/v1/chat/completions")
+    assert_openai_error(got, 405)
+    assert got.header("Allow") == "POST"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/v1/messages", 405),
+        ("PUT", "/v1/messages", 405),
+        ("GET", "/v1/messages/count_tokens", 405),
+        ("POST", "/v1/messages/batches", 404),
+        ("POST", "/messages/nope", 404),
+    ],
+)
+async def test_unrouted_requests_under_messages_are_answered_in_anthropics_shape(
+    lg: Running, method: str, path: str, status: int
+) -> None:
+    # The Messages front's clients (the anthropic SDK, Claude Code) read only Anthropic's
+    # error shape, also for a path or method latchgate does not serve.
+    got = await raw_request(lg.port, method, path, body=CHAT if method != "GET" else b"")
+    assert got.status == status
+    body = orjson.loads(got.body)
+    assert body["type"] == "error" and set(body["error"]) == {"type", "message"}
+    assert body["error"]["type"] == (
+        "not_found_error" if status == 404 else "invalid_request_error"
+    )
+    if status == 405:
+        assert got.header("Allow") == "POST"
+
+
 async def test_model_listings_and_admin_calls_are_counted(admin_lg: Running) -> None:
     await raw_request(admin_lg.port, "GET", "/v1/models")
     await raw_request(admin_lg.port, "GET", "/admin/latches")  # no key: 401
