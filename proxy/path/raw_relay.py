@@ -10,11 +10,13 @@ an error event once something did. A server that ignores `stream` is answered wh
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import aiohttp
 import orjson
 from aiohttp import web
 
+from proxy.agent.negotiate import client_wants_usage
 from proxy.observe import events as ev
 from proxy.path import client as out
 from proxy.path.chunks import DONE_EVENT, RAW_END, RESPONSES_END
@@ -119,7 +121,7 @@ class RawStreamRelay:
         if decision is not None:
             return decision
         try:
-            event = frame(orjson.dumps(parsed))  # one line: the server may have indented it
+            events = _as_events(parsed, client_wants_usage(job.body))
         except orjson.JSONEncodeError:  # nested past what orjson writes: sent as it came
             return self.whole.answer(job, resp, raw)
         self.whole.changed(job, parsed)  # its usage noted
@@ -131,7 +133,7 @@ class RawStreamRelay:
         client = await out.open_stream(request, job)
         job.relayed = True
         job.status = 200
-        await out.end(client, event + DONE_EVENT)
+        await out.end(client, events + DONE_EVENT)
         return client
 
     async def _open(self, request: web.Request, job: Job, resp: Response) -> web.StreamResponse:
@@ -155,3 +157,15 @@ class RawStreamRelay:
         )
         code = "upstream_timeout" if status == 504 else "upstream_incomplete"
         return await out.end_with_error(request, job, status, message, code)
+
+
+def _as_events(completion: dict[str, Any], usage: bool) -> bytes:
+    """A whole completion as a stream's events: the completion without its usage (one line:
+    the server may have indented it), then, for a client that asked, the usage in a chunk of
+    its own, as OpenAI streams it."""
+    report = completion.get("usage")
+    events = frame(orjson.dumps({k: v for k, v in completion.items() if k != "usage"}))
+    if usage and report is not None:
+        fields = {k: v for k, v in completion.items() if k not in ("choices", "usage")}
+        events += frame(orjson.dumps({**fields, "choices": [], "usage": report}))
+    return events

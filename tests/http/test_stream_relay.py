@@ -125,8 +125,9 @@ async def test_a_whole_answer_to_a_stream_request_is_streamed(
     assert len(fake.bodies()) == 1
 
 
+@pytest.mark.parametrize("asked", [False, True], ids=["usage not asked", "usage asked"])
 async def test_a_whole_completion_to_a_stream_request_is_streamed(
-    lg: Running, fake: FakeUpstream
+    lg: Running, fake: FakeUpstream, asked: bool
 ) -> None:
     # The completions route relays streams unread; a server that ignores `stream` there gave
     # the SDK a JSON body, in which it found no event: an empty answer and no error.
@@ -141,11 +142,20 @@ async def test_a_whole_completion_to_a_stream_request_is_streamed(
         "usage": USAGE,
     }
     fake.push(Json(orjson.dumps(text, option=orjson.OPT_INDENT_2)))
-    stream = await lg.client().completions.create(model="m", prompt="Hi", stream=True)
+    extra: dict[str, object] = {"stream_options": {"include_usage": True}} if asked else {}
+    stream = await lg.client().completions.create(
+        model="m",
+        prompt="Hi",
+        stream=True,
+        **extra,  # type: ignore[call-overload]
+    )
     parts = [p async for p in stream]
     assert [(c.text, c.finish_reason) for p in parts for c in p.choices] == [
         ("whole\nanswer", "stop")
     ]
+    # The usage as a stream carries it: in a chunk of its own, and only when asked.
+    usages = [(p.choices, p.usage.model_dump(exclude_none=True)) for p in parts if p.usage]
+    assert usages == ([([], USAGE)] if asked else [])
     assert sample(lg, "latchgate_tokens_total", upstream="fake", model="m", kind="completion") == 5
 
 
