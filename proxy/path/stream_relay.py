@@ -1,7 +1,7 @@
 """The stream relay: one streamed chat attempt, from the upstream's reads to the client's writes.
 
 A `StreamRelay` lives for one attempt. Each upstream read is split into whole SSE events, which
-go out in one write per read (never one per event) by one of two strategies:
+go out in one write per read (never one per event), each handled in one of these ways:
 
 - **skim** (`_skim`): a run of ordinary events, once the answer is flowing and nothing will
   change it, goes out as it came, unread; a finish reason is all there is to look for.
