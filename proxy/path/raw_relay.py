@@ -4,7 +4,8 @@ Nothing in a completions stream is changed, so there is no per-event reading: ea
 events are masked and written as they came. What it shares with the chat stream is the rule that
 matters: under the first-token and idle watchdog, a stream that ends without `[DONE]` or a
 finish reason, breaks or goes quiet is retried while nothing reached the client and ended with
-an error event once something did. A server that ignores `stream` is answered whole.
+an error event once something did. A server that ignores `stream` is answered whole, except on
+completions, where its answer goes out as a stream: an SDK reading one finds nothing in JSON.
 """
 
 from __future__ import annotations
@@ -114,9 +115,10 @@ class RawStreamRelay:
     async def _whole_as_stream(
         self, request: web.Request, job: Job, resp: Response, raw: bytes
     ) -> Outcome:
-        """The server ignored `stream: true` and answered whole: that answer as one event and
-        `[DONE]`. An SDK reading a stream finds no event in a JSON body, and would end it as an
-        empty answer. (A completion's chunk is the completion's own shape.)"""
+        """The server ignored `stream: true` and answered whole: that answer as one event (its
+        usage in another, when asked) and `[DONE]`. An SDK reading a stream finds no event in a
+        JSON body, and would end it as an empty answer. (A completion's chunk is the
+        completion's own shape.)"""
         parsed, decision = self.whole.judged(job, resp, raw)
         if decision is not None:
             return decision
