@@ -20,12 +20,12 @@ from aiohttp import web
 from proxy.agent.negotiate import client_wants_usage
 from proxy.observe import events as ev
 from proxy.path import client as out
-from proxy.path.chunks import DONE_EVENT, RAW_END, RESPONSES_END
+from proxy.path.chunks import RAW_END, RESPONSES_END
 from proxy.path.deadlines import Deadlines
 from proxy.path.job import Decision, Job, Layer
 from proxy.path.sending import Sender
 from proxy.path.sse import DONE, EventTooLarge, SSEParser, frame
-from proxy.path.stream_relay import Outcome, too_large
+from proxy.path.stream_relay import Outcome, done, too_large
 from proxy.path.whole import WholeRelay
 from proxy.upstreams.transport import Response
 
@@ -132,11 +132,7 @@ class RawStreamRelay:
             f"{job.upstream.name} answered a streamed request whole; latchgate sent it to the "
             "client as a stream.",
         )
-        client = await out.open_stream(request, job)
-        job.relayed = True
-        job.status = 200
-        await out.end(client, events + DONE_EVENT)
-        return client
+        return await done(request, job, [events], True)
 
     async def _open(self, request: web.Request, job: Job, resp: Response) -> web.StreamResponse:
         return await out.open_stream(

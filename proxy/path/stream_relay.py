@@ -346,8 +346,6 @@ class StreamRelay:
         event of another kind ends the opening for good: a chunk is translated here as the walk
         would (read once), anything else is left to the walk.
         """
-        processor = self.processor
-        assert processor is not None
         while (found := next_block(region, pos)) is not None:
             block, after = found
             event = parse_block(block)
@@ -360,9 +358,7 @@ class StreamRelay:
             chunk = loads(data) if data != DONE else None
             if type(chunk) is not dict or ("error" in chunk and "choices" not in chunk):
                 break  # the end, an event that is not a chunk, an error: the walk's
-            if adds_nothing(chunk):
-                if not processor.pass_inert():
-                    break
+            if self._passes_unfed(chunk):
                 batch.append(frame(data))
                 pos = after
                 continue
@@ -717,7 +713,8 @@ def _named_error_status(data: bytes) -> int:
     chunk = loads(data)
     if not isinstance(chunk, dict):
         return 500
-    return event_status(chunk) if "error" in chunk else error_status(chunk, 500, keys=("code",))
+    # `event_status` where the data holds an error object, else the data is that object.
+    return error_status(chunk.get("error", chunk), 500, keys=("code",))
 
 
 def _log_internal_error(job: Job, exc: BaseException) -> None:
