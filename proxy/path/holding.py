@@ -162,7 +162,10 @@ class HoldingStream(EventsStream):
         is fed until it shows), up to the first that is `{`, held with all after it (`_open`)."""
         if self.began:
             return 0
-        shown = next((k for k, text in enumerate(texts) if text.strip()), None)
+        if texts and texts[0][:1].isalnum():
+            shown: int | None = 0  # the common opening, a word: no scan for the first character
+        else:
+            shown = next((k for k, text in enumerate(texts) if text.strip()), None)
         if shown is not None and texts[shown].lstrip()[0] == "{":
             texts = texts[:shown]
         passed = self.inner.pass_texts(texts) if texts else 0

@@ -119,6 +119,7 @@ class Markers:
     # Every beginning of an opener or a framing: a reply's first text is judged on each chunk
     # while it may still become one, so this is one set lookup, not a scan of them all.
     opening_prefixes: frozenset[str]
+    opening_firsts: frozenset[str]  # their first characters
     left_over: re.Pattern[str] | None  # an end-of-turn token or closing tag (None: not watched)
     # Texts `pass_texts` found clean (no marker in them, none beginning or whitespace at their
     # end), a pure verdict on the text alone: a model streams the same few thousand tokens, and
@@ -163,6 +164,7 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
         openers=opens,
         framing=framing,
         opening_prefixes=frozenset(o[:k] for o in (*opens, *framing) for k in range(1, len(o) + 1)),
+        opening_firsts=frozenset(o[0] for o in (*opens, *framing) if o),
         left_over=re.compile(first_match(set(left))) if left else None,
     )
 
@@ -300,10 +302,16 @@ class StreamToolProcessor:
         ):
             return 0  # a marker, or what may begin one at its end: `feed` judges it, once
         state = _Choice(0)
-        seen = len(self.events)
-        if self._push_text(state, first) != first or state.held or len(self.events) > seen:
-            del self.events[seen:]  # the hold-back limit's release: `feed` reports it itself
-            return 0
+        if self._recover and self._opens_prose(state, first, 0):
+            # What `_push_text` makes of it, without its steps: a text with no marker, none
+            # beginning and no whitespace at its end, opening a reply in words, goes out whole.
+            state.at_tail_start = state.opening = False
+            state.released.append(first)
+        else:
+            seen = len(self.events)
+            if self._push_text(state, first) != first or state.held or len(self.events) > seen:
+                del self.events[seen:]  # the hold-back limit's release: `feed` reports it
+                return 0
         self._choices[0] = state
         return 1 + (self.pass_texts(texts[1:]) if len(texts) > 1 else 0)
 
@@ -516,12 +524,17 @@ class StreamToolProcessor:
                     return held[: len(held) - self._overlap(held)]
                 continue
             if state.at_tail_start:
-                if state.opening and state.dropped is None and self._marks.framing:
-                    held = self._drop_framing(state, held, pos)
-                if self._still_possible(state, held, pos):
-                    return held[:pos]
-                if state.fence_tail or held[pos:].lstrip().startswith("`"):
-                    state.fences_done = True
+                if self._opens_prose(state, held, pos):
+                    # What `_still_possible` would judge no call, framing nor fence (`_judge`
+                    # gives `_NO`), told by its first character alone: the common reply.
+                    state.opening, state.after_run, state.fence_open = False, False, False
+                else:
+                    if state.opening and state.dropped is None and self._marks.framing:
+                        held = self._drop_framing(state, held, pos)
+                    if self._still_possible(state, held, pos):
+                        return held[:pos]
+                    if state.fence_tail or held[pos:].lstrip().startswith("`"):
+                        state.fences_done = True
                 state.at_tail_start, state.fence_tail, state.judged = False, False, -1
                 lines = skip(held, pos) + 1  # its own `{` starts no other tail
             if self._marks.anywhere.search(held, pos) is None:
@@ -553,6 +566,17 @@ class StreamToolProcessor:
             else:
                 state.triggered = True
                 return _rstrip_to(held, at, pos)
+
+    def _opens_prose(self, state: _Choice, held: str, pos: int) -> bool:
+        """Whether the tail starting at `pos` opens with a character no call, fence, opener or
+        framing can begin with (a word): then it is prose, whatever follows."""
+        if state.judged >= 0 or state.fence_tail:
+            return False
+        k = skip(held, pos)
+        if k == len(held):
+            return False  # whitespace so far: the next character decides
+        first = held[k]
+        return first not in "`{[" and not (state.opening and first in self._marks.opening_firsts)
 
     def _past_think(self, state: _Choice, held: str, pos: int) -> int:
         """Where the think block open at `pos` ends (and the tail after it starts); -1 while it
