@@ -166,6 +166,9 @@ class JsonInWordsStream:
     def pass_inert(self) -> bool:
         return False  # every chunk is fed: the last one's fields make the answer's chunks
 
+    def pass_end(self, chunk: dict[str, Any]) -> bool:
+        return False  # the end is fed: the answer's JSON goes out with it
+
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices:

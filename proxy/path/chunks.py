@@ -75,6 +75,22 @@ def adds_nothing(chunk: dict[str, Any]) -> bool:
     return delta is not None and not has_content(delta)
 
 
+def only_end(chunk: dict[str, Any]) -> bool:
+    """Whether a chunk only ends the answer: its one choice (index 0 or none) has a finish
+    reason and a delta that adds nothing (how servers end a stream; a usage report aside)."""
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:
+        return False
+    choice = choices[0]
+    finish = choice.get("finish_reason")
+    return (
+        choice.get("index", 0) == 0
+        and bool(finish)
+        and isinstance(finish, str)
+        and not has_content(choice.get("delta"))
+    )
+
+
 def finish_reason(chunk: dict[str, Any]) -> str | None:
     """The finish reason of a chunk's first choice (None: none, or no readable choice)."""
     choices = chunk.get("choices")

@@ -56,6 +56,9 @@ class EventsStream:
     def pass_inert(self) -> bool:
         return self.inner.pass_inert()
 
+    def pass_end(self, chunk: dict[str, Any]) -> bool:
+        return self.inner.pass_end(chunk)  # no events: nothing was held to judge
+
     def add_arguments(self, call: int, texts: list[str]) -> int:
         return self.inner.add_arguments(call, texts)  # events come with the calls, at the end
 
@@ -76,6 +79,7 @@ class HoldingStream(EventsStream):
         "began",
         "calls",
         "finish_reason",
+        "forces",
         "gave_up",
         "held",
         "hold_all",
@@ -93,10 +97,12 @@ class HoldingStream(EventsStream):
         *,
         hold_all: bool,
         limit: int,
+        forces: bool,
         opening_json: bool = False,
     ) -> None:
         super().__init__(inner, job)
         self.hold_all = hold_all  # the client forced a call: hold the text as well
+        self.forces = forces  # the client forced a call (held text or not: on the last try)
         # A reply that opens with `{` is held whole: it may be a call to an undeclared tool
         # written out, or (tools emulated) call lines followed by text. Decided by its first
         # character, so any other reply flows as before.
@@ -178,6 +184,17 @@ class HoldingStream(EventsStream):
     def pass_inert(self) -> bool:
         return not (self.hold_all or self.holding) and self.inner.pass_inert()  # else held
 
+    def pass_end(self, chunk: dict[str, Any]) -> bool:
+        """The reply's end goes out at once when settling will leave the reply as it is (one
+        in words: `in_words`); else it is fed, and held with everything after it."""
+        if self.hold_all or self.holding or self.opening or not self.in_words():
+            return False
+        if not self.inner.pass_end(chunk):
+            return False
+        self.holding = True  # what comes after the end is held, as after a fed one
+        self.finish_reason = finish_reason(chunk)
+        return True
+
     def finish(self) -> list[dict[str, Any]]:
         """Everything held, and what the processor still had: the reply's unsent end."""
         tail = self.inner.finish()
@@ -196,6 +213,19 @@ class HoldingStream(EventsStream):
         if self.calls:
             message["tool_calls"] = self.calls
         return message
+
+    def in_words(self) -> bool:
+        """Whether the reply is, as far as it is known, one in words that settling leaves as it
+        is (`reask.settle_stream`): no call, none forced, not a second answer, tools not
+        emulated, and not opening like a call written out unless some of it was relayed."""
+        job = self.job
+        return (
+            not self.calls
+            and not self.forces
+            and not job.heal.asked
+            and not job.negotiation.emulated
+            and (job.relayed or not self.may_be_call())
+        )
 
     def may_be_call(self) -> bool:
         """Whether the text known of the reply could be a call written out (it opens with `{`,

@@ -173,6 +173,10 @@ class HeldReply(Protocol):
         """The reply as a chat message: its text (what is known of it) and its calls."""
         ...
 
+    def in_words(self) -> bool:
+        """Whether the reply, as far as it is known, is one in words settling leaves as it is."""
+        ...
+
     def may_be_call(self) -> bool:
         """Whether the text known of the reply could be a call written out."""
         ...
@@ -209,6 +213,12 @@ class StreamProcessor(Protocol):
         """Whether a chunk that adds nothing (`chunks.adds_nothing`: a role, empty values) goes
         out as it came without being fed: `feed` would send it unchanged, and nothing is held
         that a chunk made later would copy its fields from."""
+        ...
+
+    def pass_end(self, chunk: dict[str, Any]) -> bool:
+        """Whether a chunk that only ends the first choice (`chunks.only_end`) goes out as it
+        came without being fed, taken in as `feed` would take it: `feed` would send it
+        unchanged, and nothing is held that would go out before it or change it."""
         ...
 
     def finish(self) -> list[dict[str, Any]]: ...

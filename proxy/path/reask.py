@@ -76,7 +76,9 @@ def holder(
     # recovery releases as text once it reads the name) or, emulated, call lines followed by
     # text: held whole while it can still be asked for again or read so.
     opening_json = choice.mode != "none" and (emulated or job.heal.asked < retries)
-    held = HoldingStream(inner, job, hold_all=hold_all, limit=limit, opening_json=opening_json)
+    held = HoldingStream(
+        inner, job, hold_all=hold_all, limit=limit, opening_json=opening_json, forces=choice.forces
+    )
     job.heal.stream = held
     return held
 
@@ -110,16 +112,10 @@ def settle_stream(
     if held is None:
         return [*unsent, *_frames(tail)], carries
     job.heal.stream = None
-    choice = choice_of(job)
-    if (
-        not held.calls
-        and not job.heal.asked
-        and not job.negotiation.emulated
-        and (job.relayed or not held.may_be_call())
-        and not choice.forces
-    ):
+    if held.in_words():
         # A reply in words (the common case): nothing to change, and nothing to judge.
         return [*unsent, *_frames(tail)], carries
+    choice = choice_of(job)
     tools = tools_of(job) or []
     message = held.message()
     if choice.mode == "none":

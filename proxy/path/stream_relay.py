@@ -13,7 +13,9 @@ go out in one write per read (never one per event), each handled in one of these
   (`text_events`) and shown to the processor in a batch; text it would send unchanged goes out
   as it came, text it holds whole inside a call and arguments are taken in, unread either way.
 - **walk** (`_walk`): any other event is read, judged and translated on its own (usage reports,
-  error events, the tool-call stream processor, events that are not JSON).
+  error events, the tool-call stream processor, events that are not JSON). A tools stream's
+  end (its finish reason) goes out as it came when the processor has nothing to send before
+  it or change in it (`_passes_end`), instead of being fed and held to the settling.
 
 The watchdog (first-token, then idle timeout) is armed before the request is sent and paused
 while a slow client drains a write. Nothing the upstream does ends the client's stream silently:
@@ -48,6 +50,7 @@ from proxy.path.chunks import (
     finishes,
     has_content,
     loads,
+    only_end,
 )
 from proxy.path.deadlines import Deadline, Deadlines
 from proxy.path.job import Decision, Job, Layer, StreamProcessor
@@ -467,6 +470,9 @@ class StreamRelay:
             return frame(data)  # the common case: relayed as it came
         if processor is None:
             outs = [chunk]
+        elif (reported is None or self.forward_usage) and self._passes_end(chunk):
+            self.fed = None  # as the walk learns of a chunk with a finish reason
+            return frame(data)  # the reply's end, going out as it came
         else:
             self.fed = self._shape_of(data, chunk)
             outs = processor.feed(chunk)
@@ -498,6 +504,12 @@ class StreamRelay:
         (its opening role chunk) while the processor holds nothing it would wait with."""
         assert self.processor is not None
         return adds_nothing(chunk) and self.processor.pass_inert()
+
+    def _passes_end(self, chunk: dict[str, Any]) -> bool:
+        """Whether a tools stream's chunk goes out as it came, unfed: one that only ends the
+        reply (`only_end`) while the processor has nothing to send before it or change."""
+        assert self.processor is not None
+        return only_end(chunk) and self.processor.pass_end(chunk)
 
     def _note_choices(self, chunk: dict[str, Any]) -> bool:
         """Note a finish reason; whether the chunk carries content (starting the idle timer)."""

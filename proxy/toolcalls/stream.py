@@ -343,6 +343,24 @@ class StreamToolProcessor:
                 return False
         return True
 
+    def pass_end(self, chunk: dict[str, Any]) -> bool:
+        """Whether a chunk that only ends the first choice (`path.chunks.only_end`) goes out
+        without being fed: when that choice holds no text and assembled no call, and no call
+        may be in its reasoning, `feed` would only note it (as here) and send it unchanged."""
+        state = self._choices.get(0)
+        if (
+            state is None
+            or len(self._choices) > 1
+            or state.finished
+            or state.held
+            or state.native
+            or self._reasoning_may_call(state)
+        ):
+            return False
+        self._latest = chunk
+        state.finished = True
+        return True
+
     def hold_texts(self, texts: list[str]) -> int:
         """How many of the chunks that add `texts` to the first choice's content are taken in
         with nothing to send, from the first: inside a call (a marker went by), `feed` holds

@@ -250,3 +250,6 @@ class FeedsEveryEvent:
 
     def pass_inert(self) -> bool:
         return False
+
+    def pass_end(self, chunk: dict[str, Any]) -> bool:
+        return False

@@ -44,13 +44,16 @@ class Echo:
     def pass_inert(self) -> bool:
         return True
 
+    def pass_end(self, chunk: dict[str, Any]) -> bool:
+        return False  # ends go through `feed`, as an echo has nothing held to judge by
+
     def finish(self) -> list[dict[str, Any]]:
         return self.tail
 
 
 def holder(*, hold_all: bool = False, limit: int = 1000) -> HoldingStream:
     return HoldingStream(Echo(), make_job(FakeUpstream(), stream=True),  # type: ignore[arg-type]
-                         hold_all=hold_all, limit=limit)
+                         hold_all=hold_all, limit=limit, forces=hold_all)
 
 
 def test_text_flows_and_everything_from_the_first_call_is_held() -> None:

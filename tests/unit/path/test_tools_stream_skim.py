@@ -12,12 +12,21 @@ import orjson
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from proxy.path import text_events
+from proxy.path import reask, text_events
+from proxy.path.attempts import Pipeline
 from proxy.path.chunks import adds_nothing
 from proxy.path.holding import HoldingStream
 from proxy.path.job import Job
 from proxy.toolcalls.stream import StreamToolProcessor
-from tests.unit.path.fakes import FakeLayer, FakeUpstream, FeedsEveryEvent, Reply
+from tests.unit.path.fakes import (
+    FakeLayer,
+    FakeUpstream,
+    FeedsEveryEvent,
+    Reply,
+    Wire,
+    client_request,
+    make_job,
+)
 from tests.unit.path.test_attempts import run
 
 TOOLS = [
@@ -84,6 +93,7 @@ pieces = st.one_of(
     limit=st.sampled_from([256 * 1024, 24]),
     opening=st.tuples(st.sampled_from(["", None]), st.integers(0, 3)),
     later=st.one_of(st.none(), st.integers(0, 14)),
+    end_layout=st.integers(0, 3),
 )
 async def test_passing_text_unread_sends_the_same_bytes(
     texts: list[tuple[str, int]],
@@ -92,6 +102,7 @@ async def test_passing_text_unread_sends_the_same_bytes(
     limit: int,
     opening: tuple[str | None, int],
     later: int | None,
+    end_layout: int,
 ) -> None:
     # A role chunk opens the stream, in any layout; `later` puts another chunk that adds
     # nothing among the texts (where text may be held, it must be fed, not relayed as it came).
@@ -100,7 +111,7 @@ async def test_passing_text_unread_sends_the_same_bytes(
     if later is not None:
         items.insert(1 + min(later, len(texts)), event({"content": opening[0]}, opening[1]))
     if finish is not None:
-        items.append(event({}, 0, finish))
+        items.append(event({}, end_layout, finish))  # passed unfed or fed: as it came
     items.append("[DONE]")
     sent = []
     for processor in (StreamToolProcessor, Walked):
@@ -121,7 +132,12 @@ class Holding(FakeLayer):
 
     def stream_processor(self, job: Job) -> HoldingStream:
         held = HoldingStream(
-            self.inner(), job, hold_all=False, limit=256 * 1024, opening_json=self.opening_json
+            self.inner(),
+            job,
+            hold_all=False,
+            limit=256 * 1024,
+            forces=False,
+            opening_json=self.opening_json,
         )
         self.held = held
         return held
@@ -156,6 +172,54 @@ async def test_a_held_reply_opened_unfed_sends_and_notes_the_same(
         assert held is not None
         seen.append((wire.body, held.hold_all, held.opening, "".join(held.texts)))
     assert seen[0] == seen[1]
+
+
+class Settled(FakeLayer):
+    """The agent layer's own holder and settling for a request declaring TOOLS."""
+
+    def stream_processor(self, job: Job) -> Any:
+        return reask.holder(job, StreamToolProcessor(TOOLS), 256 * 1024)
+
+    def settle_stream(self, job: Job, unsent: list[bytes], tail: list[dict[str, Any]]) -> Any:
+        return reask.settle_stream(job, unsent, tail)
+
+
+# How llama.cpp ends a stream: its own field (`timings`) beside the choice, and here the spaces
+# Python's json writes, which a chunk latchgate wrote again would lose.
+SERVER_END = (
+    b'data: {"choices": [{"finish_reason": "stop", "index": 0, "delta": {}}], "id": "c", '
+    b'"timings": {"predicted_n": 3, "predicted_ms": 41.5}}\n\n'
+)
+
+
+async def settled_stream(*items: Any, tool_choice: str = "auto", heal_retries: int = 1) -> bytes:
+    upstream = FakeUpstream(Reply.events(*items), Reply.events(*items), heal_retries=heal_retries)
+    job = make_job(upstream, stream=True)
+    job.body["tools"], job.body["tool_choice"] = TOOLS, tool_choice
+    wire = Wire()
+    await Pipeline(Settled()).run(client_request(wire), job)
+    return wire.body
+
+
+async def test_a_reply_in_words_ends_with_the_servers_own_end_event() -> None:
+    # Nothing about a reply in words changes when it is settled, so its end goes out as the
+    # server wrote it instead of being held and written again (`StreamRelay._passes_end`).
+    items = [event({"role": "assistant"}, 1), event({"content": "Hi"}, 1), SERVER_END, "[DONE]"]
+    for retries in (1, 0):  # held for healing, or only the events reported
+        body = await settled_stream(*items, heal_retries=retries)
+        assert body.endswith(SERVER_END + b"data: [DONE]\n\n")
+
+
+async def test_an_end_that_settling_may_change_is_held_and_written_again() -> None:
+    # A forced call answered in words is judged at the end (the reply is asked for again, and
+    # the last answer flagged), and a reply opening with `{` may be a call written out: their
+    # ends are fed and held as before, so they come out as latchgate writes a chunk.
+    forced = [event({"role": "assistant"}, 1), event({"content": "Hi"}, 1), SERVER_END, "[DONE]"]
+    braced = [event({"content": '{"a": 1}'}, 1), SERVER_END, "[DONE]"]
+    for items, choice in ((forced, "required"), (braced, "auto")):
+        body = await settled_stream(*items, tool_choice=choice)
+        assert SERVER_END not in body
+        assert b'"timings":{"predicted_n":3,"predicted_ms":41.5}' in body
 
 
 def test_prose_between_markers_is_passed_unread() -> None:
