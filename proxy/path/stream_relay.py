@@ -272,6 +272,9 @@ class StreamRelay:
         self._complete = None
         pos, size = 0, len(region)
         while pos < size and not self.done:
+            if region.startswith(DONE_EVENT, pos):
+                self.done = True  # as the walk reads it, without reading it
+                break
             if self.processor is None:
                 if not self._skimmed and (self.job.content_started or self._complete is None):
                     end = self._skim(region, pos, batch)
