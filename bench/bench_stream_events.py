@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import statistics
 import sys
 import time
@@ -27,7 +28,8 @@ from typing import Any
 import upstream as fake
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.unit.path.fakes
-from proxy.path import reask  # the package, installed with `pip install -e .`
+from proxy.http.server import GC_THRESHOLDS  # the package, installed with `pip install -e .`
+from proxy.path import reask
 from proxy.path.deadlines import Deadline
 from proxy.path.job import Job
 from proxy.path.stream_relay import StreamRelay
@@ -129,6 +131,7 @@ def main() -> None:
     parser.add_argument("--answer", choices=fake.ANSWERS, default="text")
     parser.add_argument("--streams", type=int, default=10000)
     args = parser.parse_args()
+    gc.set_threshold(*GC_THRESHOLDS)  # as latchgate's server runs: Python's default costs more
     body = fake.sse_body(args.answer)
     print(f"# stream/one/{args.answer}: µs a stream, medians of {args.streams} (the last 3/4)")
     for tools in (False, True):
