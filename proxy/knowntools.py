@@ -185,6 +185,13 @@ class KnownTools:
             self._recent.popitem(last=False)
         return key
 
+    def stored_key(self, tools: object) -> bytes | None:
+        """`tools`'s key when one is stored (a list `parse` or `derived` handed out, or one
+        keyed lately), never serialising it: for writing a body with the list's bytes as they
+        are (`orjson.Fragment`) instead of serialising the list once more."""
+        entry = self._keys.get(id(tools)) or self._recent.get(id(tools))
+        return entry.key if entry is not None and entry.tools is tools else None
+
     def shared(self, tools: object) -> bool:
         """Whether `tools` is a list `parse` handed out: shared and never changed, so what is
         derived from it alone can be kept by its identity for as long as it is remembered."""
@@ -246,4 +253,5 @@ parse = KNOWN.parse
 key_of = KNOWN.key_of
 clear = KNOWN.clear
 shared = KNOWN.shared
+stored_key = KNOWN.stored_key
 derived = KNOWN.derived

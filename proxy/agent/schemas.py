@@ -25,7 +25,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 from urllib.parse import unquote
 
@@ -1107,11 +1107,30 @@ def _apply_tools(
     notices.extend(outcome.notices)
     if not outcome.replacements:
         return tools, outcome.relaxed
-    # Entries that did not change stay the client's own objects; only the list is new.
-    new_tools = list(tools)
-    for i, entry in outcome.replacements:
-        new_tools[i] = entry
-    return new_tools, outcome.relaxed
+    # An agent's list, the same every turn, gets the same sanitised list every turn, keyed once
+    # (`knowntools.derived`): the body sent is then written with its bytes, not serialised.
+    return knowntools.derived(tools, _sanitiser(mode, relaxed)), outcome.relaxed
+
+
+@cache
+def _sanitiser(mode: str, relaxed: bool) -> Callable[[list[Any]], list[Any]]:
+    """The pure function making a tools list's sanitised form (one object per mode, as
+    `knowntools.derived` keeps what it made by the function that made it)."""
+
+    def sanitised(tools: list[Any]) -> list[Any]:
+        key = _tools_key(tools)
+        outcome = (
+            _tools_outcome(tools, mode, relaxed)
+            if key is None
+            else _tools_cached(key, mode, relaxed)
+        )
+        # Entries that did not change stay the client's own objects; only the list is new.
+        new_tools = list(tools)
+        for i, entry in outcome.replacements:
+            new_tools[i] = entry
+        return new_tools
+
+    return sanitised
 
 
 def _format_owner(body: dict[str, Any]) -> str:

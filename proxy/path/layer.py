@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from proxy import knowntools
 from proxy.agent.negotiate import (
     DEFAULT_DROPPABLE,
     build_body,
@@ -597,7 +598,9 @@ def _encode(raw: bytes, client: dict[str, Any], body: dict[str, Any]) -> bytes:
     Unchanged: `raw` itself. Changed only by one key added at the end (a stream asked for its
     usage report, the common case for streams): `raw` with that key spliced in before its closing
     brace. An agent's request is often hundreds of KB of conversation; re-serialising it for one
-    small key would cost more than everything else latchgate does to the request.
+    small key would cost more than everything else latchgate does to the request. Otherwise it
+    is serialised, with a tools list whose bytes are stored (an agent's, or its sanitised form:
+    `knowntools.stored_key`) put in as those bytes.
     """
     if body is client:
         return raw
@@ -612,8 +615,11 @@ def _encode(raw: bytes, client: dict[str, Any], body: dict[str, Any]) -> bytes:
                 # One copy of a body that may be hundreds of KB (a slice, then `%`, made two).
                 added = b",%s:%s}" % (orjson.dumps(last), orjson.dumps(body[last]))
                 return b"".join((memoryview(end)[:-1], added))
+    # An agent's tools list (tens of KB) whose bytes are stored goes in as they are.
+    tools = body.get("tools")
+    stored = knowntools.stored_key(tools) if type(tools) is list else None
     try:
-        return orjson.dumps(body)
+        return orjson.dumps(body if stored is None else {**body, "tools": orjson.Fragment(stored)})
     except orjson.JSONEncodeError:  # orjson reads 1024 levels of nesting but writes only 254
         raise too_deep_to_send() from None
 

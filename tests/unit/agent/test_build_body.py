@@ -281,6 +281,36 @@ def test_encode_reuses_the_client_s_bytes() -> None:
         assert _encode(raw, client, other) == orjson.dumps(other)
 
 
+def test_an_agents_sanitised_tools_are_one_list_written_as_its_stored_bytes() -> None:
+    # An agent declares the same tools every turn. When sanitising changes them, every turn gets
+    # the same sanitised list, keyed once, and the body sent is written with those bytes (an
+    # `orjson.Fragment`) instead of serialising tens of KB of schemas again: byte for byte
+    # what serialising the body gives.
+    from proxy import knowntools
+    from proxy.agent.schemas import apply_to_request
+    from proxy.path.layer import _encode
+
+    nullable = {"type": "object", "properties": {"a": {"type": ["string", "null"]}}}
+    tools = [
+        {"type": "function", "function": {"name": f"t{i}", "description": "d" * 300,
+                                          "parameters": nullable}}
+        for i in range(8)
+    ]  # fmt: skip
+    messages = [{"role": "user", "content": "hi " * 2000}]
+    raw = orjson.dumps({"model": "m", "messages": messages, "tools": tools, "stream": True})
+    sent = []
+    for _ in range(3):
+        client = knowntools.parse(raw)
+        body = {**client, "stream_options": {"include_usage": True}}
+        result = apply_to_request(body, mode="sanitise", relaxed=False)
+        assert result.body["tools"] != tools  # `["string", "null"]` is written otherwise
+        assert _encode(raw, client, result.body) == orjson.dumps(result.body)
+        sent.append(result.body["tools"])
+    assert sent[0] is sent[1] is sent[2]
+    assert knowntools.stored_key(sent[0]) == orjson.dumps(sent[0])
+    assert knowntools.KNOWN.intact()
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     client=st.dictionaries(
