@@ -468,17 +468,12 @@ class StreamRelay:
         processor = self.processor
         if isinstance(reported, dict):
             usage.record(job, chunk, self.layer.on_usage)
-        elif reported is None and (processor is None or self._passes_unfed(chunk)):
+        elif reported is None and (processor is None or (not has and self._passes_unfed(chunk))):
             self._carries = self._carries or has
             return frame(data)  # the common case: relayed as it came
-        if processor is None:
-            outs = [chunk]
-        elif (reported is None or self.forward_usage) and self._passes_end(chunk):
-            self.fed = None  # as the walk learns of a chunk with a finish reason
+        outs = [chunk] if processor is None else self._processed(data, chunk, has)
+        if outs is None:
             return frame(data)  # the reply's end, going out as it came
-        else:
-            self.fed = self._shape_of(data, chunk)
-            outs = processor.feed(chunk)
         parts: list[bytes] = []
         for out_chunk in outs:
             item = self._as_asked(out_chunk)
@@ -491,6 +486,21 @@ class StreamRelay:
                 self._carries = self._carries or chunk_has_content(item)
                 parts.append(encoded(item))
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _processed(
+        self, data: bytes, chunk: dict[str, Any], has: bool
+    ) -> list[dict[str, Any]] | None:
+        """What a tools stream's processor makes of the chunk `data` (parsed as `chunk`, `has`:
+        whether it carries content); None when it is the reply's end going out as it came
+        (`_passes_end`: a chunk carrying content is never one, nor one whose usage report the
+        client did not ask for, which `_as_asked` removes)."""
+        assert self.processor is not None
+        asked = self.forward_usage or chunk.get("usage") is None
+        if not has and asked and self._passes_end(chunk):
+            self.fed = None  # as the walk learns of a chunk with a finish reason
+            return None
+        self.fed = self._shape_of(data, chunk)
+        return self.processor.feed(chunk)
 
     def _as_asked(self, item: dict[str, Any]) -> dict[str, Any] | None:
         """A chunk for the client without the usage report it did not ask for (latchgate asks
