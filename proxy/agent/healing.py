@@ -52,17 +52,24 @@ class Choice:
         return self.mode in ("required", "function")
 
 
+_AUTO = Choice()
+_WORDS = {"none": Choice("none"), "required": Choice("required")}
+
+
 def read_choice(tool_choice: object) -> Choice:
     """The chat `tool_choice` as a `Choice`; anything unreadable counts as `auto` (the server
     judged the request before latchgate sees its answer)."""
-    if tool_choice in ("none", "required"):
-        return Choice(tool_choice)
+    # One shared `Choice` for each word (it is frozen): one is read for every tools request.
+    if tool_choice is None:
+        return _AUTO
+    if isinstance(tool_choice, str):
+        return _WORDS.get(tool_choice, _AUTO)
     if isinstance(tool_choice, dict):
         function = tool_choice.get("function")
         name = function.get("name") if isinstance(function, dict) else None
         if isinstance(name, str) and name:
             return Choice("function", name)
-    return Choice()
+    return _AUTO
 
 
 @dataclass(frozen=True, slots=True)
