@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -162,9 +162,11 @@ class KnownTools:
             self._forget(old)
 
     def _forget(self, entry: _Entry) -> None:
-        for gone in (entry, *entry.derived.values()):
-            if self._keys.get(id(gone.tools)) is gone:
-                del self._keys[id(gone.tools)]
+        """Forget `entry` and every list derived from it, at any remove."""
+        if self._keys.get(id(entry.tools)) is entry:
+            del self._keys[id(entry.tools)]
+        for child in entry.derived.values():
+            self._forget(child)
 
     # -- keys -------------------------------------------------------------------------------
     def key_of(self, tools: list[Any]) -> bytes | None:
@@ -202,8 +204,10 @@ class KnownTools:
         """`make(source)`: for a list `parse` handed out, made once and shared like it (the same
         list every time, keyed once), as a front's translation of an agent's tools. `make` must
         be a pure function of the list (one that raises is made again next time)."""
+        # A list parsed here, or one derived from such a list (a front's translation, then its
+        # sanitised form): kept while its root is.
         entry = self._keys.get(id(source))
-        if entry is None or entry.tools is not source or not entry.raw:
+        if entry is None or entry.tools is not source:
             return make(source)
         found = entry.derived.get(make)
         if found is None:
@@ -219,8 +223,12 @@ class KnownTools:
     # -- tests ------------------------------------------------------------------------------
     def intact(self) -> bool:
         """Whether every remembered list is still what was parsed (nothing changed one)."""
-        entries = [d for e in self._entries.values() for d in (e, *e.derived.values())]
-        return all(orjson.dumps(e.tools) == e.key for e in entries)
+        return all(orjson.dumps(e.tools) == e.key for e in self._family(self._entries.values()))
+
+    def _family(self, entries: Iterable[_Entry]) -> Iterator[_Entry]:
+        for entry in entries:
+            yield entry
+            yield from self._family(entry.derived.values())
 
     def clear(self) -> None:
         """Forget every list (tests and benchmarks)."""
@@ -246,6 +254,15 @@ def _array_end(raw: bytes, at: int) -> int | None:
             if depth == 0:
                 return token.end()
     return None
+
+
+def dumps(body: dict[str, Any]) -> bytes:
+    """`orjson.dumps(body)`, with a tools list whose bytes are stored (`stored_key`: an agent's,
+    a front's translation of it, their sanitised forms) put in as those bytes, not serialised
+    again (tens of KB). The same bytes; orjson's errors as its own."""
+    tools = body.get("tools")
+    stored = KNOWN.stored_key(tools) if type(tools) is list else None
+    return orjson.dumps(body if stored is None else {**body, "tools": orjson.Fragment(stored)})
 
 
 KNOWN = KnownTools()

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from proxy import knowntools
 from proxy.errors import ProxyError, too_deep_to_send
 from proxy.headers import CONTEXT_HEADER
 from proxy.http.auth import bearer
@@ -62,7 +63,7 @@ class JobMaker:
     def chat(self, request: web.Request, rid: str, chat: dict[str, Any], upstream: Upstream) -> Job:
         """The chat job for a front's translated request; a 400 when it cannot be written."""
         try:
-            raw = orjson.dumps(chat)
+            raw = knowntools.dumps(chat)  # an agent's translated tools: their stored bytes
         except orjson.JSONEncodeError:  # a tool schema nested deeper than orjson writes, say
             raise too_deep_to_send() from None
         return self.make(request, rid, "chat", "/chat/completions", raw, chat, upstream)

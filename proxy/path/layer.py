@@ -615,11 +615,8 @@ def _encode(raw: bytes, client: dict[str, Any], body: dict[str, Any]) -> bytes:
                 # One copy of a body that may be hundreds of KB (a slice, then `%`, made two).
                 added = b",%s:%s}" % (orjson.dumps(last), orjson.dumps(body[last]))
                 return b"".join((memoryview(end)[:-1], added))
-    # An agent's tools list (tens of KB) whose bytes are stored goes in as they are.
-    tools = body.get("tools")
-    stored = knowntools.stored_key(tools) if type(tools) is list else None
     try:
-        return orjson.dumps(body if stored is None else {**body, "tools": orjson.Fragment(stored)})
+        return knowntools.dumps(body)
     except orjson.JSONEncodeError:  # orjson reads 1024 levels of nesting but writes only 254
         raise too_deep_to_send() from None
 

@@ -248,3 +248,25 @@ def test_intact_covers_the_lists_made_from_remembered_ones() -> None:
     made = known.derived(_learnt(known), _translate)
     made[0]["translated"] = "changed"
     assert not known.intact()
+
+
+def test_a_list_derived_from_a_derived_one_is_kept_and_forgotten_with_its_root() -> None:
+    # A front's translation of an agent's list, then its sanitised form: both made once and
+    # keyed, and gone (their ids no longer answered for) when the parsed list is forgotten.
+    known = KnownTools(entries=1)
+    tools = known.parse(orjson.dumps(body()))["tools"]
+
+    def first(t: list[Any]) -> list[Any]:
+        return [dict(x, kind="first") for x in t]
+
+    def second(t: list[Any]) -> list[Any]:
+        return [dict(x, kind="second") for x in t]
+
+    made = known.derived(tools, first)
+    again = known.derived(made, second)
+    assert known.derived(tools, first) is made and known.derived(made, second) is again
+    assert known.stored_key(again) == orjson.dumps(again)
+    assert known.intact()
+    known.parse(orjson.dumps(body(OTHER)))  # the only entry is now another list's
+    assert known.stored_key(made) is None and known.stored_key(again) is None
+    assert not known.shared(again)
