@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from proxy import knowntools
 from proxy.errors import ProxyError
 
 Kind = Literal["function", "custom", "local_shell"]
@@ -91,7 +92,42 @@ def translate_tools(
     tools: object, notices: list[str], extra: list[tuple[str, object]] | None = None
 ) -> Tools:
     """The chat tools for a Responses `tools` list (None: no tools) and the `extra` ones
-    declared elsewhere (each with the path an error names)."""
+    declared elsewhere (each with the path an error names).
+
+    An agent declares the same tools every turn (Codex CLI: about 60 KB). For a list
+    `knowntools` remembers, the translation is made once and shared: its chat list is derived
+    from the client's (`knowntools.derived`), so it is keyed once and written as its stored
+    bytes, and the `Tools` around it is kept with the notices it gave. Nothing changes a
+    `Tools` once made.
+    """
+    if not extra and knowntools.shared(tools):
+        assert isinstance(tools, list)  # only a list is ever remembered
+        chat = knowntools.derived(tools, _chat_tools)
+        kept = _SHARED.get(id(chat))
+        if kept is None or kept[0] is not chat:
+            said: list[str] = []
+            made = _translate(tools, said, None)
+            made.chat = chat  # the shared list, equal to the one just made
+            kept = _SHARED[id(chat)] = (chat, made, tuple(said))
+            while len(_SHARED) > _SHARED_MAX:
+                del _SHARED[next(iter(_SHARED))]
+        notices.extend(kept[2])
+        return kept[1]
+    return _translate(tools, notices, extra)
+
+
+# The translations of remembered lists, by their chat list's identity (which its entry in
+# `knowntools` keeps alive, so an id is never reused while the entry is checked against it).
+_SHARED: dict[int, tuple[list[dict[str, Any]], Tools, tuple[str, ...]]] = {}
+_SHARED_MAX = 16  # as many as `knowntools` remembers
+
+
+def _chat_tools(tools: list[Any]) -> list[dict[str, Any]]:
+    """The chat list a Responses tools list becomes (a pure function of it, for `derived`)."""
+    return _translate(tools, [], None).chat
+
+
+def _translate(tools: object, notices: list[str], extra: list[tuple[str, object]] | None) -> Tools:
     out = Tools()
     if tools is not None and not isinstance(tools, list):
         raise bad("tools", "'tools' must be a list of tool objects.")

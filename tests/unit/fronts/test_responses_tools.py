@@ -440,3 +440,33 @@ def test_function_fields_chat_has_no_word_for_are_not_sent() -> None:
         "parameters": {"type": "object"},
         "strict": True,
     }
+
+
+def test_an_agents_tools_are_translated_once_and_shared_turn_after_turn() -> None:
+    # Codex CLI declares the same ~60 KB of tools every turn: for a list `knowntools` remembers,
+    # every turn gets the same `Tools` (its chat list keyed once, written as its stored bytes)
+    # and the same notices; a list it does not remember is translated afresh each time.
+    import orjson
+
+    from proxy import knowntools
+
+    described = [
+        fn(f"tool_{i}", description="does one careful thing " * 20, parameters={"type": "object"})
+        for i in range(12)
+    ]
+    tools = [*described, {"type": "web_search"}, {"type": "custom", "name": "apply_patch"}]
+    raw = orjson.dumps({"model": "m", "input": "hi", "tools": tools})
+    seen, said = [], []
+    for _ in range(3):
+        body = knowntools.parse(raw)
+        notices: list[str] = []
+        seen.append(translate_tools(body["tools"], notices))
+        said.append(notices)
+    assert seen[0] is seen[1] is seen[2]
+    assert said[0] == said[1] == said[2] and "web_search" in said[0][0]
+    assert seen[0].chat == translate_tools(list(tools), []).chat  # what a fresh one makes
+    chat = {"model": "m", "messages": [], "tools": seen[0].chat}
+    assert knowntools.stored_key(seen[0].chat) is not None
+    assert knowntools.dumps(chat) == orjson.dumps(chat)
+    assert translate_tools(list(tools), []) is not translate_tools(list(tools), [])
+    assert knowntools.KNOWN.intact()
