@@ -69,6 +69,8 @@ from proxy.path.sse import (
 from proxy.upstreams.transport import Body, Response
 
 _WRITE_ROOM = 16 * 1024  # well under asyncio's 64 KiB default high-water mark
+# `_translate_chunk`'s chunk, its shape not learnt yet (None is a shape learnt: there is none).
+_UNLEARNT: Any = object()
 
 Outcome = web.StreamResponse | Decision
 
@@ -391,7 +393,7 @@ class StreamRelay:
                 self.job.content_started = True  # as `_note_choices` notes a text
                 self._carries = True
                 return frame(data)
-        translated = self._translate_chunk(data, chunk)
+        translated = self._translate_chunk(data, chunk, self._keep(shape))
         assert not isinstance(translated, ErrorEvent)  # an error chunk has stopped `_open_reply`
         return translated
 
@@ -401,9 +403,13 @@ class StreamRelay:
         for shape in self.shapes.values():
             if text_events.matches(shape, data):
                 return shape
-        learnt = text_events.learn(data, chunk)
+        return self._keep(text_events.learn(data, chunk))
+
+    def _keep(self, learnt: text_events.TextShape | None) -> text_events.TextShape | None:
+        """`learnt`, kept among the stream's shapes while there is room (a newer shape for the
+        same string replaces it)."""
         if learnt is not None and (learnt.call in self.shapes or len(self.shapes) < 8):
-            self.shapes[learnt.call] = learnt  # a newer shape for the same string replaces it
+            self.shapes[learnt.call] = learnt
         return learnt
 
     def _skim(self, region: bytes, pos: int, batch: list[bytes]) -> int:
@@ -454,8 +460,11 @@ class StreamRelay:
         """One upstream data event as the bytes for the client (noting finish and content)."""
         return self._translate_chunk(data, loads(data))
 
-    def _translate_chunk(self, data: bytes, chunk: Any) -> bytes | ErrorEvent:
-        """`_translate` of the event `data`, parsed as `chunk`."""
+    def _translate_chunk(
+        self, data: bytes, chunk: Any, learnt: Any = _UNLEARNT
+    ) -> bytes | ErrorEvent:
+        """`_translate` of the event `data`, parsed as `chunk` (`learnt`: its shape, when the
+        caller learnt it)."""
         job = self.job
         if not isinstance(chunk, dict):
             return frame(data)  # not a JSON object: relayed as it came
@@ -471,7 +480,7 @@ class StreamRelay:
         elif reported is None and (processor is None or (not has and self._passes_unfed(chunk))):
             self._carries = self._carries or has
             return frame(data)  # the common case: relayed as it came
-        outs = [chunk] if processor is None else self._processed(data, chunk, has)
+        outs = [chunk] if processor is None else self._processed(data, chunk, has, learnt)
         if outs is None:
             return frame(data)  # the reply's end, going out as it came
         parts: list[bytes] = []
@@ -488,7 +497,7 @@ class StreamRelay:
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _processed(
-        self, data: bytes, chunk: dict[str, Any], has: bool
+        self, data: bytes, chunk: dict[str, Any], has: bool, learnt: Any = _UNLEARNT
     ) -> list[dict[str, Any]] | None:
         """What a tools stream's processor makes of the chunk `data` (parsed as `chunk`, `has`:
         whether it carries content); None when it is the reply's end going out as it came
@@ -499,7 +508,12 @@ class StreamRelay:
         if not has and asked and self._passes_end(chunk):
             self.fed = None  # as the walk learns of a chunk with a finish reason
             return None
-        self.fed = self._shape_of(data, chunk)
+        if learnt is _UNLEARNT:
+            # Once a finish reason went by (this chunk's, nearly always) there is no shape to
+            # learn: `learn` reads a delta only while its choice goes on. Not learning one only
+            # means the events after it are walked, not passed unread.
+            learnt = None if self.finished else self._shape_of(data, chunk)
+        self.fed = learnt
         return self.processor.feed(chunk)
 
     def _as_asked(self, item: dict[str, Any]) -> dict[str, Any] | None:
