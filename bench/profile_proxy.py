@@ -6,6 +6,7 @@ prints the functions with the most samples, self and inclusive (a function count
 stack). Run from the project root, with py-spy installed (`pip install py-spy`):
 
     .venv/bin/python bench/profile_proxy.py --mode stream --tools one --answer text
+    .venv/bin/python bench/profile_proxy.py --mode stream --tools agent --target latchgate-responses
 
 Idle samples (the event loop waiting in `select`/`epoll`) are left out of the shares. The first
 line splits the busy samples by whose code the innermost frame is (the proxy's own, aiohttp,
@@ -35,7 +36,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tools", choices=("none", "one", "agent"), default="one")
     p.add_argument("--answer", choices=("text", "call", "textcall"), default="text")
     p.add_argument(
-        "--target", default="latchgate", choices=("latchgate", "latchgate-info", "relay")
+        "--target",
+        default="latchgate",
+        choices=("latchgate", "latchgate-info", "relay", bp.RESPONSES, bp.MESSAGES),
+        help="latchgate-responses, latchgate-messages: the same request to that front",
     )
     p.add_argument("--connections", type=int, default=32)
     p.add_argument("--duration", type=int, default=10, help="seconds sampled (10)")
@@ -122,10 +126,11 @@ def main(argv: list[str] | None = None) -> None:
         up_port, port = bp.free_port(), bp.free_port()
         _, up_cmd = bp.upstream_command("nginx", up_port, run_dir)
         base = f"http://127.0.0.1:{up_port}/{fake.prefix(args.mode, args.answer)}/v1"
-        body = bp.request_body(args.mode, args.tools)
+        bodies = {bp.RESPONSES: bp.responses_body, bp.MESSAGES: bp.messages_body}
+        body = bodies.get(args.target, bp.request_body)(args.mode, args.tools)
         script = run_dir / "load.lua"
         script.write_text(bp.wrk_script(body))
-        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        url = f"http://127.0.0.1:{port}{bp.FRONTS.get(args.target, '/v1/chat/completions')}"
         raw = args.raw or run_dir / "stacks.txt"
         up_log, log = run_dir / "upstream.log", run_dir / "latchgate.log"
         with (

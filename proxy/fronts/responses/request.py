@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
+from proxy import knowntools
 from proxy.fronts.common import Options
 from proxy.fronts.responses.items import item_param, to_messages
 from proxy.fronts.responses.tools import Tools, bad, translate_choice, translate_tools
@@ -321,7 +324,7 @@ def echo(body: dict[str, Any], store: bool) -> dict[str, Any]:
     reasoning: dict[str, Any] = body["reasoning"] if isinstance(body.get("reasoning"), dict) else {}
     return {
         "instructions": body.get("instructions"),
-        "tools": body.get("tools") or [],
+        "tools": _echoed_tools(body.get("tools")),
         "tool_choice": body.get("tool_choice") or "auto",
         "parallel_tool_calls": body.get("parallel_tool_calls") is not False,
         "temperature": body.get("temperature"),
@@ -347,3 +350,14 @@ def echo(body: dict[str, Any], store: bool) -> dict[str, Any]:
         "prompt_cache_key": body.get("prompt_cache_key"),
         "top_logprobs": body.get("top_logprobs"),
     }
+
+
+def _echoed_tools(tools: Any) -> Any:
+    """The client's tools as the Response repeats them. For a list `knowntools` remembers (an
+    agent's, the same every turn), its stored bytes (`orjson.Fragment`): a stream writes the
+    Response three times (created, in progress, completed), and serialising tens of KB of
+    tools for each cost more than the rest of the stream's events."""
+    if not tools:
+        return []
+    stored = knowntools.stored_key(tools) if type(tools) is list else None
+    return tools if stored is None else orjson.Fragment(stored)

@@ -512,6 +512,32 @@ def test_echo_repeats_the_settings_sent() -> None:
     assert e["store"] is False
 
 
+def test_an_agents_tools_are_echoed_as_their_stored_bytes() -> None:
+    # Codex CLI declares the same ~60 KB of tools every turn, and a stream writes the Response
+    # three times: a list `knowntools` remembers is echoed as its stored bytes, so it is not
+    # serialised again, and the Response's bytes are the same as with the list itself.
+    import orjson
+
+    from proxy import knowntools
+    from proxy.fronts.responses.output import Context, response_object
+    from proxy.fronts.responses.tools import translate_tools
+
+    tools = [{**fn(f"tool_{i}"), "description": "does one careful thing " * 20} for i in range(12)]
+    raw = orjson.dumps({"model": "m", "input": "hi", "tools": tools})
+    body = knowntools.parse(raw)
+    assert knowntools.shared(body["tools"])
+    echoed = echo(body, False)
+    assert isinstance(echoed["tools"], orjson.Fragment)
+    ctx = Context("m", echoed, translate_tools(body["tools"], []))
+    plain = Context("m", {**echoed, "tools": tools}, ctx.tools, id=ctx.id, created_at=1)
+    ctx.created_at = 1
+    for status in ("in_progress", "completed"):
+        written = orjson.dumps(response_object(ctx, status, [], None))
+        assert written == orjson.dumps(response_object(plain, status, [], None))
+        assert orjson.loads(written)["tools"] == tools
+    assert echo({"model": "m", "tools": list(tools)}, False)["tools"] == tools  # not remembered
+
+
 def test_translate_echo_matches_store() -> None:
     assert run({"input": "x"}).echo["store"] is True
     assert run({"input": "x", "store": False}).echo["store"] is False
