@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 import orjson
 from aiohttp import web
 
+from proxy.path import text_events
 from proxy.path.chunks import DONE_EVENT, loads
 from proxy.path.sse import DONE, SSEParser, parse_block
 
@@ -33,6 +34,12 @@ class Writer(Protocol):
 
     def add(self, chunk: dict[str, Any]) -> None:
         """Take in one chat chunk; its events wait for `take`."""
+
+    def add_texts(self, texts: list[str]) -> bool:
+        """Take in texts for the open text item, as `add` takes in chunks whose one choice's
+        delta holds a text alone (no finish, no logprobs); False, taking none of them, when no
+        text item is open (the first text opens one, through `add`)."""
+        ...
 
     def take(self) -> bytes:
         """The events so far, as bytes on the wire."""
@@ -61,18 +68,94 @@ class ChatStream(web.StreamResponse):
         super().__init__(status=status)
         self.events = writer
         self._parser = SSEParser()
+        # The shape of the chat path's plain text events, once learnt (`_learn`); or none will
+        # be, the first event that might have taught it being of another shape.
+        self._shape: text_events.TextShape | None = None
+        self._unlearnt = False
 
     def translate(self, data: bytes) -> bytes:
-        """The Responses events for what the chat path wrote (whole events only)."""
+        """The front's events for what the chat path wrote (whole events only)."""
         region = self._parser.feed(data)
+        out: list[bytes] = []
+        pos, size = 0, len(region)
+        while pos < size:
+            pos = self._texts(region, pos)
+            if pos < size:
+                stop = self._texts_start(region, pos)
+                self._translate_events(region[pos:stop], out)
+                pos = stop
+        out.append(self.events.take())
+        # Usually one piece (a Responses stream's, with a client's tools, is hundreds of KB):
+        # not copied again by a join.
+        pieces = [piece for piece in out if piece]
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def _texts(self, region: bytes, pos: int) -> int:
+        """Take in, unread, the run of plain text events at `pos` (of the shape learnt: see
+        `_learn`) while the writer has a text item open for them; where the run ends.
+
+        Most of an answer is such events, and the chat path wrote their bytes as it read or
+        passed them: parsed again here, they cost a Responses or Messages stream more than
+        the rest of its translation (bench/RESULTS.md). Their texts are sliced out instead
+        (`proxy.path.text_events`), and handed to the writer as `add` would take them in."""
+        shape = self._shape
+        if shape is None:
+            return pos
+        bodies, texts = text_events.read(shape, region, pos)
+        if not texts or not self.events.add_texts(texts):
+            return pos
+        return text_events.end(shape, pos, bodies, len(texts))
+
+    def _texts_start(self, region: bytes, pos: int) -> int:
+        """Where, after the event at `pos`, a run of plain text events may start: an event of
+        the shape learnt; until one is learnt, the event after the first that may teach it
+        (`_learn`). The end of the region when there is none."""
+        shape = self._shape
+        if shape is None:
+            at = -1 if self._unlearnt else region.find(_PLAIN_TEXT, pos)
+            if at < 0:
+                return len(region)
+            start = region.rfind(b"\n\n", pos, at)
+            start = pos if start < 0 else start + 2
+            end = region.find(b"\n\n", at)
+            if end < 0:
+                return len(region)
+            if start > pos:
+                return start  # the events before it first, then it alone
+            self._learn(region[start:end])
+            return end + 2
+        at = region.find(shape.head, pos + 1)
+        while at >= 0 and region[at - 2 : at] != b"\n\n":
+            at = region.find(shape.head, at + 1)  # not an event's start: in a comment, say
+        return len(region) if at < 0 else at
+
+    def _learn(self, block: bytes) -> None:
+        """The shape of the plain text events, from the first event that may be one (`block`);
+        when it is a chunk of another kind, learning stops and the stream is read as before."""
+        if not block.startswith(b"data: {") or b"\n" in block:
+            return  # not a one-line data event: the next one may teach it
+        data = block[6:]
+        chunk = loads(data)
+        choice = first_choice(chunk) if type(chunk) is dict else None
+        # Without logprobs: the writers take text in unread only then (each text's own).
+        if choice is not None and choice.get("logprobs") is None:
+            shape = text_events.learn(data, chunk)
+            if shape is not None and shape.call is None and shape.bare:
+                self._shape = shape
+                return
+        self._unlearnt = True
+
+    def _translate_events(self, region: bytes, out: list[bytes]) -> None:
+        """Take in the whole events of `region`, adding to `out` the bytes of those that cannot
+        wait for the next `take` (a comment, a terminal event)."""
         chunks = _plain_chunks(region)
         if chunks is not None:
             add = self.events.add
             for chunk in chunks:
                 add(chunk)
-            end = self.events.done() if region.endswith(DONE_EVENT) else b""
-            return self.events.take() + end
-        out: list[bytes] = []
+            if region.endswith(DONE_EVENT):
+                out.append(self.events.done())
+            return
         for block in region.split(b"\n\n"):
             if block.startswith(b"data: ") and b"\n" not in block:
                 out.append(self._data(block[6:]))  # one data line: the usual event
@@ -86,8 +169,6 @@ class ChatStream(web.StreamResponse):
                 out.append(self.events.take() + self.events.keepalive())  # proxy.path.keepalive
             elif event.comment is not None and not self.events.ended:
                 out.append(self.events.take() + b": " + event.comment + b"\n\n")
-        out.append(self.events.take())
-        return b"".join(out)
 
     def _data(self, data: bytes) -> bytes:
         """A data event taken in; the bytes of a terminal event (the rest waits for `take`)."""
@@ -253,6 +334,11 @@ def _readable_choices(choices: object) -> bool:
     """Whether a chunk's `choices` can be read: a list, or none at all (a usage report)."""
     return choices is None or type(choices) is list
 
+
+# Where the first plain text event of a chat stream may be (its delta opening with the text, as
+# every server that writes compact JSON writes it): only that event is read alone to learn their
+# shape, the events before it are read together as before.
+_PLAIN_TEXT = b'"delta":{"content":"'
 
 _UNREADABLE = {
     "code": "upstream_bad_stream",

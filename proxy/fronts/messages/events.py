@@ -110,6 +110,17 @@ class MessageWriter(QueuedWriter):
         self.ended = self._failed = True
         return self.take()
 
+    def add_texts(self, texts: list[str]) -> bool:
+        """More text for the open text block, as `_choice` takes in a plain text chunk."""
+        block = self._block
+        if self.ended or block is None or block.kind != "text":
+            return False
+        for text in texts:
+            if text:
+                block.pending.append(text)
+                block.text.append(text)
+        return True
+
     def keepalive(self) -> bytes:
         """`ping`, after `message_start` (the SDK wants that first), as Anthropic's API does."""
         if self.ended:
@@ -232,4 +243,4 @@ class MessageWriter(QueuedWriter):
 
     def _emit(self, kind: str, **fields: Any) -> None:
         data = orjson.dumps({"type": kind, **fields})
-        self._out.append(b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n")
+        self._out += (b"event: ", kind.encode(), b"\ndata: ", data, b"\n\n")  # joined by `take`

@@ -88,6 +88,17 @@ class EventWriter(QueuedWriter):
         self.add(chunk)
         return self.take()
 
+    def add_texts(self, texts: list[str]) -> bool:
+        """More text for the open message, as `_choice` takes in a plain text chunk."""
+        item = self._text
+        if self.ended or item is None or item.kind != "message":
+            return False
+        for text in texts:
+            if text:
+                item.text.append(text)
+                item.pending += 1
+        return True
+
     def keepalive(self) -> bytes:
         """`response.in_progress` again: a real event (Codex's idle timer skips comments)."""
         if self.ended:
@@ -328,11 +339,21 @@ class EventWriter(QueuedWriter):
             return
         self.started = True
         # One encoding of the response for both events (with a client's tools it is large).
-        response = orjson.Fragment(orjson.dumps(response_object(self.ctx, "in_progress", [], None)))
-        self._emit("response.created", response=response)
-        self._emit("response.in_progress", response=response)
+        response = orjson.dumps(response_object(self.ctx, "in_progress", [], None))
+        self._emit_response("response.created", response)
+        self._emit_response("response.in_progress", response)
+
+    def _emit_response(self, kind: str, response: bytes) -> None:
+        """`_emit(kind, response=...)` with the Response already written (`response`): its bytes
+        go in as they are, not copied into the event's serialisation (they hold the tools)."""
+        head = orjson.dumps({"type": kind, "sequence_number": self.seq})
+        self.seq += 1
+        self._out += (b"event: ", kind.encode(), b"\ndata: ", head[:-1], b',"response":', response,
+                      b"}\n\n")  # fmt: skip
 
     def _emit(self, kind: str, **fields: Any) -> None:
         event = {"type": kind, "sequence_number": self.seq, **fields}
         self.seq += 1
-        self._out.append(b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n")
+        # Its pieces, joined once by `take`: a Response event holds the client's tools, and
+        # each `+` would copy them again.
+        self._out += (b"event: ", kind.encode(), b"\ndata: ", orjson.dumps(event), b"\n\n")
