@@ -137,7 +137,8 @@ class ChatStream(web.StreamResponse):
         data = block[6:]
         chunk = loads(data)
         choice = first_choice(chunk) if type(chunk) is dict else None
-        # Without logprobs: the writers take text in unread only then (each text's own).
+        # A text with logprobs is not taught: the writer keeps each text's logprobs, which a
+        # text taken in unread would lose.
         if choice is not None and choice.get("logprobs") is None:
             shape = text_events.learn(data, chunk)
             if shape is not None and shape.call is None and shape.bare:
