@@ -249,10 +249,9 @@ class HoldingStream(EventsStream):
         """Note the finish reason, calls and text of chunks held (or sent at the end): one
         pass, each chunk's first choice read once (a pass for each cost a µs on every call)."""
         for item in out:
-            choices = item.get("choices")
-            if type(choices) is not list or not choices or type(choices[0]) is not dict:
+            choice = _choice(item)
+            if choice is None:
                 continue
-            choice = choices[0]
             finish = choice.get("finish_reason")
             if finish and isinstance(finish, str):
                 self.finish_reason = finish
@@ -284,11 +283,17 @@ class HoldingStream(EventsStream):
         return []
 
 
-def _delta(item: dict[str, Any]) -> dict[str, Any] | None:
+def _choice(item: dict[str, Any]) -> dict[str, Any] | None:
+    """A chunk's first choice, when it has a readable one."""
     choices = item.get("choices")
     if type(choices) is not list or not choices or type(choices[0]) is not dict:
         return None
-    delta = choices[0].get("delta")
+    return choices[0]
+
+
+def _delta(item: dict[str, Any]) -> dict[str, Any] | None:
+    choice = _choice(item)
+    delta = choice.get("delta") if choice is not None else None
     return delta if type(delta) is dict else None
 
 
