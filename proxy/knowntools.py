@@ -256,13 +256,20 @@ def _array_end(raw: bytes, at: int) -> int | None:
     return None
 
 
-def dumps(body: dict[str, Any]) -> bytes:
-    """`orjson.dumps(body)`, with a tools list whose bytes are stored (`stored_key`: an agent's,
-    a front's translation of it, their sanitised forms) put in as those bytes, not serialised
-    again (tens of KB). The same bytes; orjson's errors as its own."""
-    tools = body.get("tools")
+def written(tools: Any) -> Any:
+    """`tools` as orjson is to write it: for a list whose bytes are stored (`stored_key`: an
+    agent's, a front's translation of it, their sanitised forms) those bytes
+    (`orjson.Fragment`), not serialised again (tens of KB); anything else as it is."""
     stored = KNOWN.stored_key(tools) if type(tools) is list else None
-    return orjson.dumps(body if stored is None else {**body, "tools": orjson.Fragment(stored)})
+    return tools if stored is None else orjson.Fragment(stored)
+
+
+def dumps(body: dict[str, Any]) -> bytes:
+    """`orjson.dumps(body)`, its tools `written` as stored. The same bytes; orjson's errors as
+    its own."""
+    tools = body.get("tools")
+    as_written = written(tools)
+    return orjson.dumps(body if as_written is tools else {**body, "tools": as_written})
 
 
 KNOWN = KnownTools()

@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from proxy import knowntools
 from proxy.fronts.common import Options
 from proxy.fronts.responses.items import item_param, to_messages
@@ -357,7 +355,4 @@ def _echoed_tools(tools: Any) -> Any:
     agent's, the same every turn), its stored bytes (`orjson.Fragment`): a stream writes the
     Response three times (created, in progress, completed), and serialising tens of KB of
     tools for each cost more than the rest of the stream's events."""
-    if not tools:
-        return []
-    stored = knowntools.stored_key(tools) if type(tools) is list else None
-    return tools if stored is None else orjson.Fragment(stored)
+    return knowntools.written(tools) if tools else []
