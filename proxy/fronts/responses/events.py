@@ -339,17 +339,9 @@ class EventWriter(QueuedWriter):
             return
         self.started = True
         # One encoding of the response for both events (with a client's tools it is large).
-        response = orjson.dumps(response_object(self.ctx, "in_progress", [], None))
-        self._emit_response("response.created", response)
-        self._emit_response("response.in_progress", response)
-
-    def _emit_response(self, kind: str, response: bytes) -> None:
-        """`_emit(kind, response=...)` with the Response already written (`response`): its bytes
-        go in as they are, not copied into the event's serialisation (they hold the tools)."""
-        head = orjson.dumps({"type": kind, "sequence_number": self.seq})
-        self.seq += 1
-        self._out += (b"event: ", kind.encode(), b"\ndata: ", head[:-1], b',"response":', response,
-                      b"}\n\n")  # fmt: skip
+        response = orjson.Fragment(orjson.dumps(response_object(self.ctx, "in_progress", [], None)))
+        self._emit("response.created", response=response)
+        self._emit("response.in_progress", response=response)
 
     def _emit(self, kind: str, **fields: Any) -> None:
         event = {"type": kind, "sequence_number": self.seq, **fields}
