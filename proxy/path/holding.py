@@ -17,13 +17,21 @@ which is what the layer judges and, when it re-asks, sends back to the model.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from proxy.path.chunks import finish_reason
+from proxy.path.job import StreamProcessor
 
 if TYPE_CHECKING:
     from proxy.path.job import Job
-    from proxy.toolcalls.stream import StreamToolProcessor
+
+
+class ToolProcessor(StreamProcessor, Protocol):
+    """What the streams here wrap: a stream processor that also lists what it did (`events`),
+    as `proxy.toolcalls.stream.StreamToolProcessor` does. An interface, not that class, so that
+    a test can hand in its own (and the compiled build checks no class at the call)."""
+
+    events: list[Any]
 
 
 class EventsStream:
@@ -31,7 +39,7 @@ class EventsStream:
 
     __slots__ = ("_seen", "inner", "job")
 
-    def __init__(self, inner: StreamToolProcessor, job: Job) -> None:
+    def __init__(self, inner: ToolProcessor, job: Job) -> None:
         self.inner = inner
         self.job = job
         self._seen = 0
@@ -92,7 +100,7 @@ class HoldingStream(EventsStream):
 
     def __init__(
         self,
-        inner: StreamToolProcessor,
+        inner: ToolProcessor,
         job: Job,
         *,
         hold_all: bool,

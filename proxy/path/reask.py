@@ -31,12 +31,11 @@ from proxy.agent.negotiate import client_wants_usage
 from proxy.observe import events as ev
 from proxy.path import usage
 from proxy.path.chunks import chunk_has_content, completion_to_chunks, finish_reason
-from proxy.path.holding import EventsStream, HoldingStream
+from proxy.path.holding import EventsStream, HoldingStream, ToolProcessor
 from proxy.path.job import Decision, Job, StreamProcessor
 from proxy.path.sse import Unwritable, encoded
 from proxy.toolcalls import leading
 from proxy.toolcalls.recovery import recovered_event
-from proxy.toolcalls.stream import StreamToolProcessor
 from proxy.toolcalls.validation import declared_names
 
 
@@ -59,9 +58,7 @@ def choice_of(job: Job) -> Choice:
     return read_choice(job.body.get("tool_choice"))
 
 
-def holder(
-    job: Job, inner: StreamToolProcessor, limit: int, emulated: bool = False
-) -> StreamProcessor:
+def holder(job: Job, inner: ToolProcessor, limit: int, emulated: bool = False) -> StreamProcessor:
     """The stream processor for a tools stream: `inner`, its calls held back until the reply is
     judged (`settle_stream`), or with its events reported only when nothing will be judged
     (healing is off and calls are allowed, or the request asks for several choices)."""

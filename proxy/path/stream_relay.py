@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, TypeAlias
 
 import aiohttp
 from aiohttp import web
@@ -72,7 +72,7 @@ _WRITE_ROOM = 16 * 1024  # well under asyncio's 64 KiB default high-water mark
 # `_translate_chunk`'s chunk, its shape not learnt yet (None is a shape learnt: there is none).
 _UNLEARNT: Any = object()
 
-Outcome = web.StreamResponse | Decision
+Outcome: TypeAlias = web.StreamResponse | Decision
 
 
 class ErrorEvent:
@@ -270,8 +270,7 @@ class StreamRelay:
         """The bytes for the client of one read's whole events (and an error event, if one
         stopped the walk); `_carries` says whether they hold content."""
         batch: list[bytes] = []
-        self._carries = self._skimmed = False
-        self._complete = None
+        self._new_read()
         pos, size = 0, len(region)
         while pos < size and not self.done:
             if region.startswith(DONE_EVENT, pos):
@@ -301,6 +300,13 @@ class StreamRelay:
             if error is not None:
                 return batch, error
         return batch, None
+
+    def _new_read(self) -> None:
+        """The per-read state, as a read begins. Set in a method of its own: set in `_events`,
+        mypy would take them to stay False and None there while `_skim` changes them, and the
+        compiled build (proxy/compiled.py) checks each read against what mypy took."""
+        self._carries = self._skimmed = False
+        self._complete = None
 
     def _pass_texts(self, region: bytes, pos: int, batch: list[bytes]) -> int:
         """Relay unread the events from `pos` that only add to a string the stream processor

@@ -156,7 +156,7 @@ def cache_stats() -> CacheStats:
     return CacheStats(len(_CACHE.entries), _CACHE.compiled, _CACHE.failed)
 
 
-def check_calls(calls: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Checked:
+def check_calls(calls: object, tools: object) -> Checked:
     """Check a reply's tool calls (OpenAI chat form, `function.arguments` a JSON string) against
     the request's chat `tools`; return the failing calls and the tools that could not be
     validated. Odd input of any shape is reported or ignored, never raised on."""

@@ -52,7 +52,7 @@ class Echo:
 
 
 def holder(*, hold_all: bool = False, limit: int = 1000) -> HoldingStream:
-    return HoldingStream(Echo(), make_job(FakeUpstream(), stream=True),  # type: ignore[arg-type]
+    return HoldingStream(Echo(), make_job(FakeUpstream(), stream=True),
                          hold_all=hold_all, limit=limit, forces=hold_all)
 
 

@@ -41,11 +41,44 @@ TOOLS = [
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 
 
-class Walked(FeedsEveryEvent, StreamToolProcessor):
+class Around:
+    """The processor, every call handed on to it (around it, not a subclass: the compiled build
+    allows none)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.inner = StreamToolProcessor(*args, **kwargs)
+
+    @property
+    def events(self) -> list[Any]:
+        return self.inner.events
+
+    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        return self.inner.feed(chunk)
+
+    def pass_texts(self, texts: list[str]) -> int:
+        return self.inner.pass_texts(texts)
+
+    def hold_texts(self, texts: list[str]) -> int:
+        return self.inner.hold_texts(texts)
+
+    def add_arguments(self, call: int, texts: list[str]) -> int:
+        return self.inner.add_arguments(call, texts)
+
+    def pass_inert(self) -> bool:
+        return self.inner.pass_inert()
+
+    def pass_end(self, chunk: dict[str, Any]) -> bool:
+        return self.inner.pass_end(chunk)
+
+    def finish(self) -> list[dict[str, Any]]:
+        return self.inner.finish()
+
+
+class Walked(FeedsEveryEvent, Around):
     """The same processor, asked never to take text in unread: every event is parsed and fed."""
 
 
-class Counted(StreamToolProcessor):
+class Counted(Around):
     """The processor, keeping every chunk it is fed."""
 
     def __init__(self, tools: list[dict[str, Any]], fed: list[dict[str, Any]]) -> None:
