@@ -17,11 +17,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 # Only what `pip install` needs, so edits to tests or docs do not invalidate this layer.
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY proxy ./proxy
-# The `speed` extra adds uvloop (prebuilt wheels); /src goes once the package is installed.
-RUN pip install ".[speed]" \
-    && rm -rf /src
+# The `speed` extra adds uvloop (prebuilt wheels). gcc compiles the request path's hot modules
+# (setup.py, proxy/compiled.py) and goes again in the same layer, with /src.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && pip install ".[speed]" \
+    && apt-get purge -y --auto-remove gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/* /src
 
 RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin latchgate \
     && mkdir -p /config /data \

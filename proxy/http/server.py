@@ -21,6 +21,7 @@ from multiprocessing.connection import Connection
 
 from aiohttp import web
 
+from proxy import compiled
 from proxy.http import workers
 from proxy.http.app import (
     DIRECT_ROUTES,
@@ -98,6 +99,7 @@ async def _serve(settings: Settings) -> None:
         host=settings.host,
         port=port,
         upstreams=[u.name for u in settings.upstreams],
+        build=compiled.build,  # "compiled", or why the hot modules' sources run (proxy.compiled)
     )
     stop = _stop_on(signal.SIGINT, signal.SIGTERM)
     try:

@@ -60,7 +60,7 @@ FLOORS: dict[str, int] = {
 }
 BOTTOM = frozenset(
     {"proxy", "proxy.settings", "proxy.errors", "proxy.headers", "proxy.jsontext", "proxy.timespec",
-     "proxy.lifetime", "proxy.knowntools"}
+     "proxy.lifetime", "proxy.knowntools", "proxy.compiled", "proxy._built"}
 )
 
 MAX_LINES = 80

@@ -16,6 +16,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -183,3 +184,15 @@ def test_pip_install_in_a_clean_venv_gives_a_working_cli(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     assert "--config" in result.stdout
     assert "--host" in result.stdout
+    # Installed from a wheel (not in place), the hot modules run compiled where a C compiler
+    # built them (setup.py): the digests and extensions went into the wheel with the sources.
+    build = subprocess.run(
+        [str(bindir / "python"), "-c",
+         "import proxy.compiled as c, proxy.path.stream_relay as s; print(c.build, s.__file__)"],
+        cwd=tmp_path, env=clean_env, capture_output=True, text=True, timeout=60, check=True,
+    ).stdout.split()
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler):
+        assert build[0] == "compiled" and not build[-1].endswith(".py"), build
+    else:
+        assert build[:3] == ["sources", "(nothing", "compiled)"], build
