@@ -9,12 +9,12 @@ whose sources were edited since runs them, not the stale extensions).
 
 from __future__ import annotations
 
-import ast
-import hashlib
+import importlib.util
 import os
 import shutil
 import sysconfig
 from pathlib import Path
+from types import ModuleType
 
 from setuptools import Extension, setup
 
@@ -22,16 +22,16 @@ ROOT = Path(__file__).resolve().parent
 BUILT = ROOT / "proxy" / "_built.py"
 
 
-def compiled_modules() -> list[str]:
-    """proxy/compiled.py's MODULES, read from its text: the build does not import the package,
-    whose dependencies it does not have."""
-    tree = ast.parse((ROOT / "proxy" / "compiled.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "MODULES" for t in node.targets
-        ):
-            return list(ast.literal_eval(node.value))
-    raise RuntimeError("proxy/compiled.py has no MODULES")
+def load_compiled() -> ModuleType:
+    """proxy/compiled.py alone (standard library only), by its path: importing the package would
+    run its `__init__`, and the build does not have its dependencies."""
+    spec = importlib.util.spec_from_file_location(
+        "_latchgate_compiled", BUILT.with_name("compiled.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def can_compile() -> bool:
@@ -39,17 +39,6 @@ def can_compile() -> bool:
         return False
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     return shutil.which(compiler) is not None
-
-
-def write_built(modules: list[str]) -> None:
-    """proxy/_built.py: each compiled module's source digest."""
-    lines = ['"""Written by setup.py: the sha-256 of each source compiled with mypyc."""', ""]
-    lines.append("SOURCES = {")
-    for module in modules:
-        path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
-        lines.append(f'    "{module}": "{hashlib.sha256(path.read_bytes()).hexdigest()}",')
-    lines.append("}")
-    BUILT.write_text("\n".join(lines) + "\n")
 
 
 def forget_earlier_build() -> None:
@@ -67,13 +56,13 @@ def extensions() -> list[Extension]:
         return []
     from mypyc.build import mypycify
 
-    modules = compiled_modules()
-    paths = [str(Path(*module.split(".")).with_suffix(".py")) for module in modules]
+    compiled = load_compiled()
+    paths = [str(compiled.source_of(module, Path())) for module in compiled.MODULES]
     # The build environment holds mypy alone: the dependencies are missing imports there, whose
     # `type: ignore`s (for their real types) go unused.
     flags = ["--ignore-missing-imports", "--no-warn-unused-ignores"]
     built = mypycify([*flags, *paths], opt_level="3", group_name="latchgate")
-    write_built(modules)
+    BUILT.write_text(compiled.built_text(ROOT))
     return built
 
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
-# The modules compiled, as dotted names (setup.py reads this tuple from this file's text). Hot
+# The modules compiled, as dotted names. Hot
 # modules left out: those that recurse (knowntools, agent.schemas, agent.healing, observe.logs,
 # toolcalls.values, upstreams.transport); path.job and upstreams.client, whose classes the unit
 # tests stand in for; and observe.events, agent.negotiate and toolcalls.{arguments,scan,spans},
@@ -84,6 +84,15 @@ def source_of(module: str, root: Path = _ROOT) -> Path:
 def digest(path: Path) -> str:
     """The sha-256 of a file's bytes, in hex."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def built_text(root: Path = _ROOT) -> str:
+    """The text of `proxy/_built.py`, which the build writes beside what it compiled: each of
+    MODULES with its source's digest (read back by `select` as `SOURCES`)."""
+    lines = ['"""Written by setup.py: the sha-256 of each source compiled with mypyc."""', ""]
+    lines.append("SOURCES = {")
+    lines += [f'    "{m}": "{digest(source_of(m, root))}",' for m in MODULES]
+    return "\n".join([*lines, "}", ""])
 
 
 def stale(built: Mapping[str, str], root: Path = _ROOT) -> list[str]:

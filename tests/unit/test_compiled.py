@@ -33,6 +33,13 @@ def a_tree(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return tmp_path, built
 
 
+def test_the_record_the_build_writes_is_read_back_as_its_digests(tmp_path: Path) -> None:
+    root, built = a_tree(tmp_path)
+    written: dict[str, object] = {}
+    exec(compiled.built_text(root), written)
+    assert written["SOURCES"] == built
+
+
 def test_a_build_that_matches_its_sources_runs(tmp_path: Path) -> None:
     root, built = a_tree(tmp_path)
     assert compiled.stale(built, root) == []
