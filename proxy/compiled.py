@@ -32,7 +32,7 @@ from types import ModuleType
 
 # The modules compiled, as dotted names. Hot
 # modules left out: those that recurse (knowntools, agent.schemas, agent.healing, observe.logs,
-# toolcalls.values, upstreams.transport); path.job and upstreams.client, whose classes the unit
+# toolcalls.values); path.job and upstreams.client, whose classes the unit
 # tests stand in for; and observe.events, agent.negotiate and toolcalls.{arguments,scan,spans},
 # which mypyc cannot type where the build runs (their import cycles through toolcalls.formats,
 # with the dependencies missing); and those with a class derived from a dependency's
@@ -70,6 +70,7 @@ MODULES = (
     "proxy.toolcalls.stream",
     "proxy.toolcalls.validation",
     "proxy.upstreams.pool",
+    "proxy.upstreams.transport",
 )
 
 PURE_ENV = "LATCHGATE_PURE"  # set to 1: run the sources, compiled or not

@@ -23,11 +23,11 @@ from proxy.path import client as out
 from proxy.path.chunks import RAW_END, RESPONSES_END
 from proxy.path.deadlines import Deadlines
 from proxy.path.job import Decision, Job, Layer
-from proxy.path.sending import Sender
+from proxy.path.sending import Sender, close_unreleased
 from proxy.path.sse import DONE, EventTooLarge, SSEParser, frame
 from proxy.path.stream_relay import Outcome, done, too_large
 from proxy.path.whole import WholeRelay
-from proxy.upstreams.transport import Response
+from proxy.upstreams.transport import UpstreamResponse
 
 
 class RawStreamRelay:
@@ -48,7 +48,7 @@ class RawStreamRelay:
         timer = self.deadlines.at(loop.time() + first if first > 0 else None)
         parser = SSEParser()
         end = RESPONSES_END if job.route == "responses" else RAW_END  # how this stream finishes
-        resp: Response | Decision | None = None
+        resp: UpstreamResponse | Decision | None = None
         ended = False  # [DONE] or a finish reason came
         try:
             with timer:
@@ -83,8 +83,7 @@ class RawStreamRelay:
         except EventTooLarge as err:
             return await too_large(request, job, err)
         finally:
-            if isinstance(resp, Response):
-                resp.close()
+            close_unreleased(resp)
         if not ended:
             detail = "ended the stream without finishing the answer (no finish reason, no [DONE])"
             return await self._failed(request, job, "connect", 502, detail)
@@ -97,7 +96,7 @@ class RawStreamRelay:
         self,
         request: web.Request,
         job: Job,
-        resp: Response,
+        resp: UpstreamResponse,
         parser: SSEParser,
         end: re.Pattern[bytes],
     ) -> bool:
@@ -113,7 +112,7 @@ class RawStreamRelay:
         return ended
 
     async def _whole_as_stream(
-        self, request: web.Request, job: Job, resp: Response, raw: bytes
+        self, request: web.Request, job: Job, resp: UpstreamResponse, raw: bytes
     ) -> Outcome:
         """The server ignored `stream: true` and answered whole: that answer as one event (its
         usage in another, when asked) and `[DONE]`. An SDK reading a stream finds no event in a
@@ -134,7 +133,9 @@ class RawStreamRelay:
         )
         return await done(request, job, [events], True)
 
-    async def _open(self, request: web.Request, job: Job, resp: Response) -> web.StreamResponse:
+    async def _open(
+        self, request: web.Request, job: Job, resp: UpstreamResponse
+    ) -> web.StreamResponse:
         return await out.open_stream(
             request,
             job,

@@ -22,7 +22,7 @@ from proxy.path.deadlines import Deadlines
 from proxy.path.job import Decision, Job, Layer
 from proxy.upstreams.client import forwardable_headers
 from proxy.upstreams.pool import Pool, id_slot_body
-from proxy.upstreams.transport import Response
+from proxy.upstreams.transport import UpstreamResponse
 
 MAX_ERROR_BODY = 1024 * 1024  # an upstream error body larger than this is cut (it is prose)
 SETTLE_TIMEOUT = 5.0  # seconds to wait for a server to end a stream's body after [DONE]
@@ -40,6 +40,13 @@ def affinity_key(job: Job) -> str | None:
     return conversation_key(body, job.client_auth or "")
 
 
+def close_unreleased(resp: UpstreamResponse | Decision | None) -> None:
+    """Close an attempt's response that was not released (an error or a cancellation ended the
+    attempt mid-way): its connection is of no use to the next request."""
+    if resp is not None and not isinstance(resp, Decision):
+        resp.close()
+
+
 class Sender:
     """Opens attempts upstream and releases them; one per pipeline, shared by every request."""
 
@@ -49,7 +56,7 @@ class Sender:
         self.on_attempt = on_attempt
         self._settling: set[asyncio.Task[None]] = set()  # see `release`
 
-    async def open(self, job: Job) -> Response | Decision:
+    async def open(self, job: Job) -> UpstreamResponse | Decision:
         """Send the attempt's body; the response once its headers arrived (body unread), or
         the decision when the body cannot be built or the server cannot be reached."""
         try:
@@ -67,6 +74,7 @@ class Sender:
             restarted = await self._restarted(job)  # it died since: wait for it to be back
             if restarted is not None:
                 return restarted
+        resp: UpstreamResponse
         try:
             if upstream.pool is None:
                 resp = await upstream.open(job.path, payload, client_auth=job.client_auth)
@@ -104,7 +112,7 @@ class Sender:
         return None
 
     @staticmethod
-    def _open_pooled(job: Job, pool: Pool, payload: bytes) -> Awaitable[Response]:
+    def _open_pooled(job: Job, pool: Pool, payload: bytes) -> Awaitable[UpstreamResponse]:
         """Open on a member of the pool: the one its conversation was on, else the least busy
         (`Pool.choose`), on the conversation's llama.cpp slot when one is known."""
         if job.choice is not None:
@@ -118,14 +126,14 @@ class Sender:
         base = choice.member.base
         return job.upstream.open_on(base, job.path, payload, client_auth=job.client_auth)
 
-    async def start(self, job: Job) -> Response | Decision:
+    async def start(self, job: Job) -> UpstreamResponse | Decision:
         """`open`, and an error status judged at once: a 2xx response, or the decision."""
         resp = await self.open(job)
         if isinstance(resp, Decision) or resp.status < 400:
             return resp
         return await self.refusal(job, resp)
 
-    async def refusal(self, job: Job, resp: Response) -> Decision:
+    async def refusal(self, job: Job, resp: UpstreamResponse) -> Decision:
         """An error status: read the body (to its end, up to a cap); the layer decides."""
         t0 = time.perf_counter()
         raw = bytearray()
@@ -145,7 +153,7 @@ class Sender:
         # Masked before anything reads it: upstreams echo the key they were sent in errors.
         return self.layer.on_error(job, resp.status, resp.headers, job.masker.bytes(bytes(raw)))
 
-    def release(self, resp: Response) -> None:
+    def release(self, resp: UpstreamResponse) -> None:
         """Give a finished stream's upstream connection back to the pool.
 
         Servers such as llama.cpp end the HTTP body a moment after `data: [DONE]`. Releasing a
@@ -166,7 +174,7 @@ class Sender:
             task.cancel()
         await asyncio.gather(*self._settling, return_exceptions=True)
 
-    async def _settle(self, resp: Response) -> None:
+    async def _settle(self, resp: UpstreamResponse) -> None:
         try:
             with self.deadlines.at(self.deadlines.loop().time() + SETTLE_TIMEOUT):
                 while await resp.content.readany():

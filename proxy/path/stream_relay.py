@@ -66,7 +66,7 @@ from proxy.path.sse import (
     parse_block,
     plain_run,
 )
-from proxy.upstreams.transport import Body, Response
+from proxy.upstreams.transport import BodyReads, UpstreamResponse
 
 _WRITE_ROOM = 16 * 1024  # well under asyncio's 64 KiB default high-water mark
 # `_translate_chunk`'s chunk, its shape not learnt yet (None is a shape learnt: there is none).
@@ -148,40 +148,23 @@ class StreamRelay:
         """The attempt: the client's (finished) stream, or what the attempt loop does next."""
         job = self.job
         job.content_started = False  # per attempt: a retry gets its own first-token limit
-        resp: Response | Decision | None = None
         try:
             with self.watchdog:
                 resp = await self.sender.start(job)
                 if isinstance(resp, Decision):
                     return resp
-                if "event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
-                    return await self._whole_as_stream(resp)
-                # Chosen after `prepare` ran for this attempt: what to do with the reply
-                # depends on what was sent (JSON asked for in words is only known then).
-                self.processor = self.layer.stream_processor(job)
-                content = resp.content
-                while not self.done:
-                    t0 = time.perf_counter()
-                    try:
-                        if self.every and not job.content_started:
-                            chunk = await self._read_or_keepalive(content)
-                        else:
-                            chunk = await content.readany()
-                    finally:
-                        # Also when the watchdog or a leaving client cancels the read: that
-                        # wait is the upstream's, not latchgate's overhead.
-                        job.upstream_wait += time.perf_counter() - t0
-                    if chunk is None:
-                        continue  # a keepalive went out instead
-                    if not chunk:
-                        break
-                    stopped = await self._relay_read(chunk, resp)
-                    if stopped is not None:
-                        return stopped
-                if not self.done:
-                    self.done = any(e.data == DONE for e in self.parser.close())
+                # Closed on every way out but the stream's end, here rather than in a `finally`
+                # over a variable set to None once released: compiled, mypyc reads a variable
+                # there as the type mypy narrowed it to on the way without an error (None).
+                try:
+                    stopped = await self._relay_body(resp)
+                except BaseException:
+                    resp.close()
+                    raise
+                if stopped is not None:
+                    resp.close()
+                    return stopped
             self.sender.release(resp)
-            resp = None
         except TimeoutError:
             return await self._timed_out()
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
@@ -209,14 +192,43 @@ class StreamRelay:
                 "and report it if it repeats.",
                 "internal_error",
             )
-        finally:
-            if isinstance(resp, Response):
-                resp.close()
         return await self._finish()
+
+    async def _relay_body(self, resp: UpstreamResponse) -> Outcome | None:
+        """Relay the response's body, read by read; an outcome when it ends the attempt early
+        (an error event, or a whole answer to a streamed request), None at the stream's end."""
+        job = self.job
+        if "event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
+            return await self._whole_as_stream(resp)
+        # Chosen after `prepare` ran for this attempt: what to do with the reply
+        # depends on what was sent (JSON asked for in words is only known then).
+        self.processor = self.layer.stream_processor(job)
+        content = resp.content
+        while not self.done:
+            t0 = time.perf_counter()
+            try:
+                if self.every and not job.content_started:
+                    chunk = await self._read_or_keepalive(content)
+                else:
+                    chunk = await content.readany()
+            finally:
+                # Also when the watchdog or a leaving client cancels the read: that
+                # wait is the upstream's, not latchgate's overhead.
+                job.upstream_wait += time.perf_counter() - t0
+            if chunk is None:
+                continue  # a keepalive went out instead
+            if not chunk:
+                break
+            stopped = await self._relay_read(chunk, resp)
+            if stopped is not None:
+                return stopped
+        if not self.done:
+            self.done = any(e.data == DONE for e in self.parser.close())
+        return None
 
     # -- one read --------------------------------------------------------------------------
 
-    async def _read_or_keepalive(self, content: Body) -> bytes | None:
+    async def _read_or_keepalive(self, content: BodyReads) -> bytes | None:
         """The next read; or, when `every` seconds pass without one before the answer began,
         a keepalive to the client instead (None). The relay writes it itself, so the client's
         stream has one writer (a second task's cancelled write could cancel the relay's)."""
@@ -231,7 +243,7 @@ class StreamRelay:
             await keepalive.send(self.request, self.job)
             return None
 
-    async def _relay_read(self, chunk: bytes, resp: Response) -> Outcome | None:
+    async def _relay_read(self, chunk: bytes, resp: UpstreamResponse) -> Outcome | None:
         """Relay what one read completed; an outcome when an error event ends the attempt."""
         job = self.job
         # Whole events only: a key the masker looks for is never split across two regions.
@@ -620,7 +632,7 @@ class StreamRelay:
 
     # -- what the upstream did instead ---------------------------------------------------------
 
-    async def _whole_as_stream(self, resp: Response) -> Outcome:
+    async def _whole_as_stream(self, resp: UpstreamResponse) -> Outcome:
         """The server ignored `stream: true` and answered whole: stream that answer ourselves."""
         job = self.job
         raw = job.masker.bytes(await resp.read())

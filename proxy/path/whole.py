@@ -26,7 +26,7 @@ from proxy.path.client import add_headers, json_response
 from proxy.path.deadlines import Deadlines
 from proxy.path.job import Decision, Job, Layer
 from proxy.path.sending import Sender
-from proxy.upstreams.transport import Response
+from proxy.upstreams.transport import UpstreamResponse
 
 
 class WholeRelay:
@@ -44,7 +44,7 @@ class WholeRelay:
             return read
         return self.answer(job, *read)
 
-    def answer(self, job: Job, resp: Response, raw: bytes) -> web.StreamResponse | Decision:
+    def answer(self, job: Job, resp: UpstreamResponse, raw: bytes) -> web.StreamResponse | Decision:
         """The client's answer from a whole 2xx body (also a stream request answered whole, on
         the raw route), or the decision when the body is not an answer."""
         parsed, decision = self.judged(job, resp, raw)
@@ -107,7 +107,7 @@ class WholeRelay:
         add_headers(out, job)
         return out
 
-    async def read(self, job: Job) -> tuple[Response, bytes] | Decision:
+    async def read(self, job: Job) -> tuple[UpstreamResponse, bytes] | Decision:
         """The response and its body, masked; or the decision when there is none.
 
         The first-token timeout runs until the server starts answering (its status line): a
@@ -154,7 +154,7 @@ class WholeRelay:
             return self.layer.on_failure(job, "connect", f"{type(exc).__name__}: {exc}")
         return resp, raw
 
-    def judged(self, job: Job, resp: Response, raw: bytes) -> tuple[Any, Decision | None]:
+    def judged(self, job: Job, resp: UpstreamResponse, raw: bytes) -> tuple[Any, Decision | None]:
         """A 2xx body, parsed, and no decision when it is what the route promises; else the
         decision: an error object in a 200 is judged as the error it is, anything else is a
         502 (not retried: the server did answer, with something broken)."""

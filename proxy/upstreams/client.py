@@ -2,8 +2,8 @@
 
 An `Upstream` owns the connection pool, the key, the detected server kind and the probes
 (`/v1/models` listing, readiness). The request pipeline asks it to `open` a request and gets the
-live `transport.Response` back, so it can stream or read whole as it chooses; everything about
-what to send and what to do with the answer lives elsewhere.
+live response back (`transport.UpstreamResponse`), so it can stream or read whole as it chooses;
+everything about what to send and what to do with the answer lives elsewhere.
 
 Two clients, on purpose: the request path's requests go through the lean `transport` (its
 docstring says why), latchgate's own few (probes, listings, token counts, summaries, forwarded
@@ -31,7 +31,7 @@ from proxy import __version__
 from proxy.headers import header_value
 from proxy.settings import LOCAL_KINDS, UpstreamConfig
 from proxy.upstreams.pool import Change, Pool
-from proxy.upstreams.transport import Response, Transport
+from proxy.upstreams.transport import Transport, UpstreamResponse
 
 if TYPE_CHECKING:
     from proxy.managed.fleet import Managed
@@ -163,7 +163,7 @@ class Upstream:
         body: bytes,
         *,
         client_auth: str | None = None,
-    ) -> Awaitable[Response]:
+    ) -> Awaitable[UpstreamResponse]:
         """Send a POST; awaiting it gives the response once its headers arrived (body unread).
 
         A plain function handing back the transport's coroutine, not a coroutine of its own:
@@ -173,7 +173,7 @@ class Upstream:
 
     def open_on(
         self, base: str, path: str, body: bytes, *, client_auth: str | None = None
-    ) -> Awaitable[Response]:
+    ) -> Awaitable[UpstreamResponse]:
         """`open`, on one member of the pool (its base URL)."""
         return self.transport.send("POST", base + path, self.headers(client_auth), body)
 

@@ -29,20 +29,18 @@ import ssl
 import time
 import zlib
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
-from typing import NamedTuple, cast
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import NamedTuple, Protocol, cast
 from urllib.parse import unquote, urlsplit
 
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from proxy.upstreams.malformed import MalformedResponse
+
 MAX_HEAD = 64 * 1024  # a status line and headers larger than this are not an HTTP answer
 HIGH_WATER = 256 * 1024  # unread body bytes at which the socket stops being read
 KEEPALIVE = 30.0  # seconds an idle connection is kept for the next request
-
-
-class MalformedResponse(aiohttp.ClientConnectionError):
-    """What the server sent is not an HTTP/1.1 answer: the connection is of no further use."""
 
 
 class _Key(NamedTuple):
@@ -81,6 +79,41 @@ class Origin(NamedTuple):
             pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
             basic = "Basic " + base64.b64encode(pair.encode()).decode()
         return cls(parts.scheme, host, port, header, target, basic)
+
+
+class BodyReads(Protocol):
+    """What the request path reads of a response body: `Body`, or a test's scripted body.
+
+    The path's modules are compiled (proxy/compiled.py), and compiled code checks a value
+    against a concrete class it was annotated with; typed by these protocols, which it does
+    not check, the path reads whatever has these methods, as it did when it was sources.
+    """
+
+    def at_eof(self) -> bool: ...
+
+    def read_nowait(self) -> bytes: ...
+
+    async def readany(self) -> bytes: ...
+
+    async def read(self, n: int = -1) -> bytes: ...
+
+    def iter_any(self) -> AsyncIterator[bytes]: ...
+
+
+class UpstreamResponse(Protocol):
+    """What the request path reads of an upstream's response: `Response`, or a test's."""
+
+    status: int
+    headers: CIMultiDictProxy[str]
+
+    @property
+    def content(self) -> BodyReads: ...
+
+    async def read(self) -> bytes: ...
+
+    def release(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Body:
@@ -160,9 +193,19 @@ class Body:
             data = data[:n]
         return data
 
-    async def iter_any(self) -> AsyncIterator[bytes]:
-        while chunk := await self.readany():
-            yield chunk
+    def iter_any(self) -> Body:
+        """The body's pieces as they arrive, for `async for` (the body is its own iterator:
+        mypyc compiles no async generator)."""
+        return self
+
+    def __aiter__(self) -> Body:
+        return self
+
+    async def __anext__(self) -> bytes:
+        chunk = await self.readany()
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk
 
     def _taken(self, n: int) -> None:
         self._size -= n
@@ -206,8 +249,12 @@ class Response:
             conn.done(reuse=False)
 
 
-class Connection(asyncio.Protocol):
-    """One HTTP/1.1 connection: writes a request, parses its answer as the bytes arrive."""
+class Connection:
+    """One HTTP/1.1 connection: writes a request, parses its answer as the bytes arrive.
+
+    An asyncio protocol by its methods, not by deriving from `asyncio.Protocol`: this module is
+    compiled (proxy/compiled.py), and a compiled class derives from no class outside it.
+    """
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
@@ -239,6 +286,12 @@ class Connection(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         return False  # close the transport: half-open HTTP/1.1 connections are of no use
+
+    def pause_writing(self) -> None:
+        pass  # a request is written once, whole: there is nothing more to hold back
+
+    def resume_writing(self) -> None:
+        pass
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -293,19 +346,25 @@ class Connection(asyncio.Protocol):
 
     def _read_head(self, data: bytes) -> None:
         buffer = self._buffer + data if self._buffer else data
-        end = buffer.find(b"\r\n\r\n")
-        if end < 0:
-            if len(buffer) > MAX_HEAD:
-                raise MalformedResponse("the server's response headers are too large")
-            self._buffer = buffer
-            return
-        self._buffer = b""
-        status, reason, headers, keep = _parse_head(buffer[:end])
-        rest = buffer[end + 4 :]
-        if 100 <= status < 200:  # 100 Continue and the like: the answer is yet to come
-            if rest:
-                self._read_head(rest)
-            return
+        # A loop, not a call to itself for each 1xx head (100 Continue and the like: the answer
+        # is yet to come): a server's run of them must not nest calls (proxy/compiled.py).
+        # An offset, not a slice a head: a run of them in one read is not copied once each.
+        start = 0
+        while True:
+            end = buffer.find(b"\r\n\r\n", start)
+            if end < 0:
+                if len(buffer) - start > MAX_HEAD:
+                    raise MalformedResponse("the server's response headers are too large")
+                self._buffer = buffer[start:]
+                return
+            self._buffer = b""
+            status, reason, headers, keep = _parse_head(buffer[start:end])
+            start = end + 4
+            if not 100 <= status < 200:
+                break
+            if start == len(buffer):
+                return
+        rest = buffer[start:]
         framing = _framing_of(self._method, status, headers)  # may find the head malformed
         head = self._head
         self._head = None
@@ -577,8 +636,8 @@ class Transport:
         try:
             # 0 is no limit, as it was for aiohttp (and as the other timeouts read it).
             async with asyncio.timeout(self.connect_timeout or None):
-                _, conn = await loop.create_connection(
-                    lambda: Connection(pool),
+                _, protocol = await loop.create_connection(
+                    cast("Callable[[], asyncio.Protocol]", lambda: Connection(pool)),
                     origin.host,
                     origin.port,
                     ssl=self._tls if tls else None,
@@ -592,7 +651,7 @@ class Transport:
             # aiohttp's own error, for the same message as before: it reads only these fields.
             key = _Key(origin.host, origin.port, True)
             raise aiohttp.ClientConnectorError(key, exc) from exc  # type: ignore[arg-type]
-        return conn
+        return cast(Connection, protocol)
 
     def _sweep_later(self) -> None:
         if self._sweeper is None:

@@ -247,6 +247,20 @@ async def test_an_interim_100_continue_is_skipped(serve: Servers) -> None:
     await transport.close()
 
 
+@pytest.mark.parametrize("split", [False, True])
+async def test_a_long_run_of_interim_answers_is_skipped_without_nesting(
+    serve: Servers, split: bool
+) -> None:
+    # Read in a loop, not a call per head: compiled, a nesting as deep as the server's run
+    # would crash the process (proxy/compiled.py), where the sources raised RecursionError.
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n" * 100_000
+    pieces = (interim[:13], interim[13:], whole(b"{}")) if split else (interim + whole(b"{}"),)
+    server = await serve(fixed(*pieces))
+    transport = Transport()
+    assert await post(transport, server.url) == (200, b"{}")
+    await transport.close()
+
+
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
 async def test_a_compressed_body_is_decoded(serve: Servers, encoding: str) -> None:
     body = b'{"text":"' + b"abc" * 1000 + b'"}'
