@@ -206,12 +206,7 @@ def first_match(strings: set[str]) -> str:
             node = node.setdefault(ch, {})
         else:
             node.clear()  # ends here; longer strings through it add nothing
-
-    def branch(node: dict[str, Any]) -> str:
-        alts = [re.escape(ch) + (branch(child) if child else "") for ch, child in node.items()]
-        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
-
-    return branch(trie) if trie else "(?!)"
+    return _trie_regex(trie, every_step_may_end=False) if trie else "(?!)"
 
 
 def closed_set(strings: set[str]) -> str:
@@ -223,14 +218,30 @@ def closed_set(strings: set[str]) -> str:
         node = trie
         for ch in text:
             node = node.setdefault(ch, {})
+    return _trie_regex(trie, every_step_may_end=True) if trie else "(?!)"
 
-    def branch(node: dict[str, Any]) -> str:
-        alts = [
-            re.escape(ch) + (f"(?:{branch(child)})?" if child else "") for ch, child in node.items()
-        ]
-        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
 
-    return branch(trie) if trie else "(?!)"
+def _trie_regex(trie: dict[str, Any], *, every_step_may_end: bool) -> str:
+    """The regex of a non-empty trie: each node an alternation of its characters, each followed
+    by its child's regex (optional when `every_step_may_end`).
+
+    Built children first from a stack, not by a call per level: a trie is as deep as the longest
+    string, a tool name the client chose, and compiled code does not count the recursion limit
+    (proxy/compiled.py)."""
+    made: dict[int, str] = {}  # id(node) -> its regex, once its children's are made
+    stack: list[tuple[dict[str, Any], bool]] = [(trie, False)]
+    while stack:
+        node, children_made = stack.pop()
+        if not children_made:
+            stack.append((node, True))
+            stack.extend((child, False) for child in node.values() if child)
+            continue
+        alts = []
+        for ch, child in node.items():
+            tail = made.pop(id(child)) if child else ""
+            alts.append(re.escape(ch) + (f"(?:{tail})?" if tail and every_step_may_end else tail))
+        made[id(node)] = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+    return made[id(trie)]
 
 
 class Next:
@@ -262,20 +273,33 @@ class Scan:
     for a marker that has variants (DeepSeek's fullwidth or ASCII bars).
     """
 
-    def __init__(self, s: str, opener: str | re.Pattern[str], close: str | None) -> None:
+    def __init__(
+        self,
+        s: str,
+        opener: str | re.Pattern[str],
+        close: str | None,
+        stop: str | None = None,
+    ) -> None:
         self.s = s
         if isinstance(opener, str):
             self._opener = Next(lambda p: s.find(opener, p))
         else:
             self._opener = Next(lambda p: m.start() if (m := opener.search(s, p)) else -1)
         self._close = Next(lambda p: s.find(close, p)) if close else None
+        # A second bound, the outer block's opener (Seed-OSS's wrapper around its functions):
+        # a parameter that never closes does not take the next block into its value.
+        self.stop = Next(lambda p: s.find(stop, p)) if stop else None
         self._budget = len(s)
         # A finder's own cached searches over this text, by name (qwen3_coder's next call).
         self.searches: dict[str, Next] = {}
 
     def limit(self, i: int) -> int:
-        """Where a value opened at s[i] must have closed: the marker's next occurrence."""
+        """Where a value opened at s[i] must have closed: the marker's next occurrence (or the
+        stop's, when it comes first)."""
         nxt = self._opener.at(i + 1)
+        if self.stop is not None:
+            stop = self.stop.at(i + 1)
+            nxt = stop if nxt < 0 or 0 <= stop < nxt else nxt
         return len(self.s) if nxt < 0 else nxt
 
     def value(self, i: int) -> int | None:

@@ -35,17 +35,25 @@ BOUNDED: dict[tuple[str, ...], str] = {
 }
 
 
-def _functions(module: str) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
-    """A module's functions and methods: `module:name`, `module:Class.name`."""
-    tree = ast.parse(compiled.source_of(module, ROOT).read_text())
-    found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _functions(module: str, source: str | None = None) -> dict[str, Function]:
+    """A module's functions and methods, `module:name` and `module:Class.name`, and the
+    functions nested in them, `module:name.<locals>.inner` (from `source` when given)."""
+    tree = ast.parse(source or compiled.source_of(module, ROOT).read_text())
+    found: dict[str, Function] = {}
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        if isinstance(node, Function):
             found[f"{module}:{node.name}"] = node
         elif isinstance(node, ast.ClassDef):
             for item in node.body:
-                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                if isinstance(item, Function):
                     found[f"{module}:{node.name}.{item.name}"] = item
+    for key, node in list(found.items()):
+        for inner in ast.walk(node):
+            if inner is not node and isinstance(inner, Function):
+                found[f"{key}.<locals>.{inner.name}"] = inner  # as Python's __qualname__
     return found
 
 
@@ -69,7 +77,10 @@ def _calls(key: str, node: ast.AST, imported: dict[str, str], known: set[str]) -
         if not isinstance(sub, ast.Call):
             continue
         target = sub.func
-        if isinstance(target, ast.Name):
+        nested = _nested(module, qualname, target, known)
+        if nested is not None:  # a function nested in an enclosing one (`branch` in `branch`)
+            callee = nested
+        elif isinstance(target, ast.Name):
             callee = imported.get(target.id, f"{module}:{target.id}")
         elif (
             isinstance(target, ast.Attribute)
@@ -83,6 +94,18 @@ def _calls(key: str, node: ast.AST, imported: dict[str, str], known: set[str]) -
         if callee in known:
             out.add(callee)
     return out
+
+
+def _nested(module: str, qualname: str, target: ast.expr, known: set[str]) -> str | None:
+    """The nested function a call by name reaches, looked for from the innermost scope out."""
+    if not isinstance(target, ast.Name):
+        return None
+    parts = qualname.split(".")
+    for depth in range(len(parts), 0, -1):
+        key = f"{module}:{'.'.join(parts[:depth])}.<locals>.{target.id}"
+        if key in known:
+            return key
+    return None
 
 
 def _graph() -> dict[str, set[str]]:
@@ -118,6 +141,19 @@ def test_the_walk_sees_calls_by_name_and_through_self() -> None:
     relay = "proxy.path.stream_relay:StreamRelay"
     assert f"{relay}._pass_texts" in graph[f"{relay}._events"]
     assert "proxy.path.sse:next_block" in graph[f"{relay}._events"]  # imported from sse
+
+
+def test_the_walk_sees_a_nested_function_call_itself() -> None:
+    source = (
+        "def outer(t):\n"
+        "    def branch(n):\n"
+        "        return [branch(c) for c in n]\n"
+        "    return branch(t)\n"
+    )
+    functions = _functions("m", source)
+    graph = {key: _calls(key, node, {}, set(functions)) for key, node in functions.items()}
+    assert graph["m:outer"] == {"m:outer.<locals>.branch"}
+    assert ("m:outer.<locals>.branch",) in _cycles(graph)
 
 
 def test_no_compiled_function_reaches_itself() -> None:

@@ -92,4 +92,4 @@ def _cut_off(s: str, i: int, ctx: Ctx, scan: Scan) -> Item | None:
     return Item(i, len(s), [(m.group(1), s[m.end() :].rstrip(), False)])
 
 
-FAMILY = Family("apertus", _find, markers=(OPEN,))
+FAMILY: Family = Family("apertus", _find, markers=(OPEN,))

@@ -71,7 +71,7 @@ def _fenced(s: str, schemas: Schemas) -> list[Span]:
 # A `{` or `[` opening a line (after indentation), and the `[` of a pythonic list or JSON array.
 # recovery._may_hold_calls and the stream (a line-opening value after prose is a tail to judge)
 # look for LINE_OPEN too, so the three agree on where a run may start.
-LINE_OPEN = re.compile(r"^[ \t]*[{\[]", re.MULTILINE)
+LINE_OPEN: re.Pattern[str] = re.compile(r"^[ \t]*[{\[]", re.MULTILINE)
 _LIST_OPEN = re.compile(r"\[\s*(?:\{|[A-Za-z_][\w.]*\s*\()")
 
 

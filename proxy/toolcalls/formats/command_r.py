@@ -92,5 +92,5 @@ def _command_r_plus(s: str, ctx: Ctx) -> list[Span]:
     return sorted(spans, key=lambda sp: sp.start)
 
 
-FAMILY = Family("command_r", _command_r, markers=(_ACTION,))
-FAMILY_PLUS = Family("command_r", _command_r_plus, markers=_PLUS)
+FAMILY: Family = Family("command_r", _command_r, markers=(_ACTION,))
+FAMILY_PLUS: Family = Family("command_r", _command_r_plus, markers=_PLUS)

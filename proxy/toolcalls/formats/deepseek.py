@@ -95,7 +95,7 @@ def _call(s: str, c: re.Match[str], ctx: Ctx, bounded: Scan) -> Piece | None:
     return None
 
 
-FAMILY = Family(
+FAMILY: Family = Family(
     "deepseek",
     _deepseek,
     # Every marker form starts with one of these: the fullwidth bar, or an ASCII bar and a

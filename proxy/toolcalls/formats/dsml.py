@@ -95,4 +95,6 @@ def _dsml(s: str, ctx: Ctx) -> list[Span]:
     return find_spans(s, ctx, "dsml", BLOCKS, BARES, dsml_typed)
 
 
-FAMILY = Family("dsml", _dsml, markers=(*(b.open for b in BLOCKS), *(b.tags.invoke for b in BARES)))
+FAMILY: Family = Family(
+    "dsml", _dsml, markers=(*(b.open for b in BLOCKS), *(b.tags.invoke for b in BARES))
+)

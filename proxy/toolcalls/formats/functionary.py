@@ -121,7 +121,7 @@ def _find(s: str, ctx: Ctx) -> list[Span]:
     return spans
 
 
-FAMILY = Family(
+FAMILY: Family = Family(
     "functionary",
     _find,
     named=(">>>NAME",),

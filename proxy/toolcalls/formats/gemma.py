@@ -160,7 +160,7 @@ class _Args:
         return c - 1 if c > i and self.s[c - 1] == "}" else -1
 
 
-FAMILY = Family(
+FAMILY: Family = Family(
     "functiongemma",
     _gemma,
     markers=tuple(o for o, _ in _GEMMA),

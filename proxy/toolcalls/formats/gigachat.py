@@ -53,4 +53,4 @@ def _find(s: str, ctx: Ctx) -> list[Span]:
     return spans
 
 
-FAMILY = Family("gigachat", _find, markers=(_SEP, _HEADER, _V31))
+FAMILY: Family = Family("gigachat", _find, markers=(_SEP, _HEADER, _V31))

@@ -58,7 +58,7 @@ def _glimmer(s: str, ctx: Ctx) -> list[Span]:
     return spans
 
 
-FAMILY = Family(
+FAMILY: Family = Family(
     "glimmer",
     _glimmer,
     named=(_START + "to=NAME" + _MESSAGE, "to=NAME" + _MESSAGE),

@@ -78,7 +78,7 @@ def _harmony_start(s: str, k: int) -> int:
     return j
 
 
-FAMILY = Family(
+FAMILY: Family = Family(
     "harmony",
     _harmony,
     markers=("<|start|>", "<|channel|>"),

@@ -54,4 +54,6 @@ def _block(s: str, p: int, ctx: Ctx, scan: Scan, pieces: list[Piece]) -> int:
     return end
 
 
-FAMILY = Family("hunyuan", _hunyuan, markers=(_OPEN, "<answer>" + _OPEN, "<answer>\n" + _OPEN))
+FAMILY: Family = Family(
+    "hunyuan", _hunyuan, markers=(_OPEN, "<answer>" + _OPEN, "<answer>\n" + _OPEN)
+)

@@ -242,7 +242,7 @@ def _props(schemas: Schemas, name: str) -> dict[str, object]:
     return props if isinstance(props, dict) else {}
 
 
-FAMILY = Family("kimi_k2", _k2, markers=(*_SECTION_BEGIN, _CALL))
-FAMILY_K3 = Family(
+FAMILY: Family = Family("kimi_k2", _k2, markers=(*_SECTION_BEGIN, _CALL))
+FAMILY_K3: Family = Family(
     "kimi_k3", _k3, markers=(_TOOLS, _RESPONSE_END + _TOOLS, _RESPONSE + _RESPONSE_END + _TOOLS)
 )

@@ -111,4 +111,4 @@ def _param(s: str, i: int, nxt: _Next) -> tuple[str, str, int] | None:
     return None if c < 0 else (key, trim_one(s[v:c]), c + len(_PARAM_END))
 
 
-FAMILY = Family(_LABEL, _find, markers=(_NAMED,), closers=(_END,))
+FAMILY: Family = Family(_LABEL, _find, markers=(_NAMED,), closers=(_END,))

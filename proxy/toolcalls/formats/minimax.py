@@ -32,4 +32,4 @@ def _minimax(s: str, ctx: Ctx) -> list[Span]:
     return find_spans(s, ctx, "minimax", [BLOCK], [BARE], schema_typed)
 
 
-FAMILY = Family("minimax", _minimax, markers=(OPEN,), named=(BARE_NAMED,))
+FAMILY: Family = Family("minimax", _minimax, markers=(OPEN,), named=(BARE_NAMED,))

@@ -208,4 +208,4 @@ def _branch(prop: dict[str, Any] | None, kind: str) -> dict[str, Any]:
     return next((n for n in _nodes(prop) if kind in _node_kinds(n)), {})
 
 
-FAMILY = Family("minimax_m3", _find, markers=(OPEN,))
+FAMILY: Family = Family("minimax_m3", _find, markers=(OPEN,))

@@ -55,4 +55,4 @@ def _mistral_named(s: str, i: int, ctx: Ctx, scan: Scan) -> tuple[RawCall, int] 
     return (m.group(1), args, False), end or len(s)
 
 
-FAMILY = Family("mistral", _mistral, markers=("[TOOL_CALLS]",), closers=("[/TOOL_CALLS]",))
+FAMILY: Family = Family("mistral", _mistral, markers=("[TOOL_CALLS]",), closers=("[/TOOL_CALLS]",))

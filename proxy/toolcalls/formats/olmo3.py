@@ -118,4 +118,4 @@ def _closed(text: str) -> str | None:
     return text + "".join(_PAIRS[c] for c in reversed(stack))
 
 
-FAMILY = Family("olmo3", _find, markers=(OPEN,))
+FAMILY: Family = Family("olmo3", _find, markers=(OPEN,))

@@ -215,6 +215,6 @@ def _opened_at(s: str, p: int, floor: int) -> int:
     return at if at >= floor and s.startswith("<tool_call>", at) else p
 
 
-FAMILY = Family(
+FAMILY: Family = Family(
     "qwen3_coder", _functions, markers=("<function=",), closers=("</function>", "</tool_call>")
 )

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from proxy.toolcalls.formats.blocks import Item, past_tokens, wrapped_spans
 from proxy.toolcalls.formats.qwen3_coder import function_tag
-from proxy.toolcalls.scan import Next, Scan, skip
+from proxy.toolcalls.scan import Scan, skip
 from proxy.toolcalls.spans import Ctx, Family, Span
 
 OPEN, CLOSE = "<seed:tool_call>", "</seed:tool_call>"
@@ -35,7 +35,9 @@ def _find(s: str, ctx: Ctx) -> list[Span]:
     p = s.find(OPEN)
     if p < 0:
         return spans
-    scan = _Bounded(s)
+    # A function's scans end at the next `<function=` (as qwen3_coder's own finder's do, which
+    # keeps them linear) or at the next wrapper, whichever comes first.
+    scan = Scan(s, FUNCTION, "</function>", stop=OPEN)
     while p >= 0:
         found, end = _block(s, p, ctx, scan)
         spans.extend(found)
@@ -43,12 +45,13 @@ def _find(s: str, ctx: Ctx) -> list[Span]:
     return spans
 
 
-def _block(s: str, p: int, ctx: Ctx, scan: _Bounded) -> tuple[list[Span], int]:
+def _block(s: str, p: int, ctx: Ctx, scan: Scan) -> tuple[list[Span], int]:
     """The spans of the wrapper opening at s[p], and where it ends."""
     i = skip(s, p + len(OPEN))
     items: list[Item] = []
     while s.startswith(FUNCTION, i):
-        found = function_tag(s, i, ctx, scan, scan.wrapper(i))
+        assert scan.stop is not None  # `_find` gave one
+        found = function_tag(s, i, ctx, scan, scan.stop.at(i + 1))
         if found is None:
             break  # a value that never ends, or `<function=` in prose: nothing more to read
         end, call, _ = found
@@ -62,22 +65,4 @@ def _block(s: str, p: int, ctx: Ctx, scan: _Bounded) -> tuple[list[Span], int]:
     return wrapped_spans(p, items, end, "seed_oss", ctx), end
 
 
-class _Bounded(Scan):
-    """A function's scans end at the next `<function=` (as qwen3_coder's own finder's do, which
-    keeps them linear) or at the next wrapper, whichever comes first: a parameter that never
-    closes does not take the next `<seed:tool_call>` into its value."""
-
-    def __init__(self, s: str) -> None:
-        super().__init__(s, FUNCTION, "</function>")
-        self._wrapper = Next(lambda p: s.find(OPEN, p))
-
-    def wrapper(self, i: int) -> int:
-        """Where the next wrapper opens after s[i], or -1."""
-        return self._wrapper.at(i + 1)
-
-    def limit(self, i: int) -> int:
-        nxt = self._wrapper.at(i + 1)
-        return super().limit(i) if nxt < 0 else min(super().limit(i), nxt)
-
-
-FAMILY = Family("seed_oss", _find, markers=(OPEN,))
+FAMILY: Family = Family("seed_oss", _find, markers=(OPEN,))

@@ -54,6 +54,6 @@ def _step3(s: str, ctx: Ctx) -> list[Span]:
     return find_spans(s, ctx, "step3", BLOCKS, [BARE], schema_typed)
 
 
-FAMILY = Family(
+FAMILY: Family = Family(
     "step3", _step3, markers=(*(b.open for b in BLOCKS), "function" + TAGS.invoke, TAGS.invoke)
 )

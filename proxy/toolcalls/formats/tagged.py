@@ -178,7 +178,7 @@ def _finder(open_: str, close: str | None, fmt: str) -> Family:
 
 
 # One family a tag: the best of all finders is the one whose first call starts earliest.
-FAMILIES = (
+FAMILIES: tuple[Family, ...] = (
     *(_finder(o, c, f) for o, c, f in _TAGGED),
     Family("lfm2", _lfm2_orphan, openers=("[NAME(",)),
 )

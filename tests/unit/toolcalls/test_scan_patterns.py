@@ -34,3 +34,12 @@ def test_first_match_finds_where_the_first_string_begins(words: set[str], text: 
 def test_an_empty_set_matches_nothing() -> None:
     assert re.compile(closed_set(set())).search("anything") is None
     assert re.compile(first_match(set())).search("anything") is None
+
+
+def test_a_string_far_longer_than_the_recursion_limit_is_built_without_nesting_calls() -> None:
+    # A marker is as long as a tool name the client chose; compiled, a call per character
+    # would crash the process past the C stack (proxy/compiled.py), not raise.
+    long = "ab" * 50_000
+    assert first_match({long}) == long
+    assert closed_set({long[:k] for k in range(1, 6)}) == "a(?:b(?:a(?:b(?:a)?)?)?)?"
+    assert closed_set({long}).count("(?:") == len(long) - 1  # its trie: that of its beginnings
