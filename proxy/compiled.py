@@ -30,16 +30,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
-# The modules compiled, as dotted names. Hot
-# modules left out: those that recurse (knowntools, agent.schemas, agent.healing, observe.logs,
-# toolcalls.values); path.job and upstreams.client, whose classes the unit
-# tests stand in for; and observe.events, agent.negotiate and toolcalls.{arguments,scan,spans},
-# which mypyc cannot type where the build runs (their import cycles through toolcalls.formats,
-# with the dependencies missing); and those with a class derived from a dependency's
+# The modules compiled, as dotted names. Hot modules left out: those that recurse (knowntools,
+# agent.schemas, agent.healing, observe.logs, toolcalls.values); path.job and upstreams.client,
+# whose classes the unit tests stand in for; agent.negotiate, whose `Notice` derives from `str`
+# (mypyc compiles no such class); and those with a class derived from a dependency's
 # (fronts.chatstream and the fronts' events, path.client: aiohttp's StreamResponse;
 # observe.metrics: prometheus_client's Collector). The build does not have the dependencies, and
 # two builds of observe.metrics made different code, one of which broke on its first attribute
-# lookup (tests/repo checks that no compiled class has such a base).
+# lookup (tests/repo checks that no compiled class has such a base). The tool-call formats'
+# module-level values are annotated: without the dependencies, mypy could not infer them
+# through the import cycle of toolcalls.formats, and the build failed.
 MODULES = (
     "proxy.agent.retry",
     "proxy.agent.sizing",
@@ -50,6 +50,7 @@ MODULES = (
     "proxy.http.request_ids",
     "proxy.http.routing",
     "proxy.http.validate",
+    "proxy.observe.events",
     "proxy.observe.masking",
     "proxy.path.answers",
     "proxy.path.attempts",
@@ -65,8 +66,11 @@ MODULES = (
     "proxy.path.text_events",
     "proxy.path.usage",
     "proxy.path.whole",
+    "proxy.toolcalls.arguments",
     "proxy.toolcalls.leading",
     "proxy.toolcalls.recovery",
+    "proxy.toolcalls.scan",
+    "proxy.toolcalls.spans",
     "proxy.toolcalls.stream",
     "proxy.toolcalls.validation",
     "proxy.upstreams.pool",

@@ -14,7 +14,7 @@ from proxy.toolcalls.formats import FALLBACK, bare
 from proxy.toolcalls.recovery import tool_schemas
 from proxy.toolcalls.scan import END_TOKENS, split_think, value_end
 from proxy.toolcalls.stream import StreamToolProcessor
-from tests.steps import growth
+from tests.steps import growth, needs_traced_scans
 from tests.toolcall_case import TOOLS, Case
 from tests.toolcall_families.bare_prose import CASES
 from tests.unit.toolcalls.test_recovery_linear_time import LINEAR, SMALL
@@ -125,6 +125,7 @@ def test_end_tokens_all_open_with_a_bracket() -> None:
     assert all(token.startswith("<") for token in END_TOKENS)
 
 
+@needs_traced_scans
 def test_the_step_count_sees_an_unbounded_line_scan(monkeypatch: pytest.MonkeyPatch) -> None:
     # The yardstick: without the bound at the next line that opens a value, every unclosed
     # brace is scanned to the end of the reply.

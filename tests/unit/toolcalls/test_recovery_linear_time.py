@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from proxy.toolcalls import scan
-from tests.steps import growth
+from tests.steps import growth, needs_traced_scans
 from tests.unit.toolcalls.whole_reply import repeated, run
 
 # Steps are counted, not timed (tests/steps.py): a 0.5 s limit failed on a loaded 2-core machine
@@ -60,6 +60,7 @@ def test_nested_openers_are_linear_and_not_calls() -> None:
     assert run(text) == (text, [], "stop")
 
 
+@needs_traced_scans
 def test_the_step_count_sees_a_quadratic_scan(monkeypatch: pytest.MonkeyPatch) -> None:
     # The yardstick itself: with the Scan budget removed, a value opened after each marker is
     # rescanned to the end of the text, and the count must say so.
@@ -72,6 +73,7 @@ def test_the_step_count_sees_a_quadratic_scan(monkeypatch: pytest.MonkeyPatch) -
     assert growth(repeated("<tool_call>{ oops ", "stop"), SMALL) > 4 * LINEAR
 
 
+@needs_traced_scans
 def test_the_step_count_sees_a_repeated_search(
     counted: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
