@@ -31,7 +31,7 @@ from pathlib import Path
 from types import ModuleType
 
 # The modules compiled, as dotted names. Hot modules left out: those that recurse (knowntools,
-# agent.schemas, agent.healing, observe.logs, toolcalls.values); path.job and upstreams.client,
+# agent.schemas, observe.logs, toolcalls.values); path.job and upstreams.client,
 # whose classes the unit tests stand in for; agent.negotiate, whose `Notice` derives from `str`
 # (mypyc compiles no such class); and those with a class derived from a dependency's
 # (fronts.chatstream and the fronts' events, path.client: aiohttp's StreamResponse;
@@ -41,6 +41,7 @@ from types import ModuleType
 # module-level values are annotated: without the dependencies, mypy could not infer them
 # through the import cycle of toolcalls.formats, and the build failed.
 MODULES = (
+    "proxy.agent.healing",
     "proxy.agent.retry",
     "proxy.agent.sizing",
     "proxy.http.app",

@@ -98,11 +98,11 @@ def tool_calls(message: object) -> list[Any]:
     return calls if isinstance(calls, list) else []
 
 
-def judge(
-    message: object, tools: list[dict[str, Any]], choice: Choice, *, asked: bool = False
-) -> Verdict:
+def judge(message: object, tools: list[Any], choice: Choice, *, asked: bool = False) -> Verdict:
     """What is wrong with a reply's `message` under the request's `tools` and `choice`;
-    `asked`: the reply answers a correction, whose example call it may have copied.
+    `asked`: the reply answers a correction, whose example call it may have copied. `tools` is
+    the list as the client sent it, entries of any shape (typed so: compiled, a narrower type
+    is checked at run time, and an odd entry would raise where it is now skipped).
 
     A reply that is only text is valid unless the choice forced a call: nothing is ever re-asked
     for answering in words when words were allowed.
@@ -156,7 +156,7 @@ _CALL_TEXT = re.compile(
 )
 
 
-def written_call(message: object, tools: list[dict[str, Any]]) -> str | None:
+def written_call(message: object, tools: list[Any]) -> str | None:
     """The tool a text reply calls when it is nothing but a call to an undeclared tool (a JSON
     object with `name` and `arguments` or `parameters`, bare, fenced or in `<tool_call>`), as
     small models write one for a tool named after a file; None otherwise."""
@@ -206,7 +206,7 @@ def _name(call: object) -> str:
 
 
 def heal_messages(
-    message: dict[str, Any], verdict: Verdict, tools: list[dict[str, Any]], choice: Choice
+    message: dict[str, Any], verdict: Verdict, tools: list[Any], choice: Choice
 ) -> list[dict[str, Any]]:
     """The messages appended to the conversation to ask the model again: its own reply, as
     text, then a user message saying what was wrong and listing the tools to call.
@@ -230,7 +230,7 @@ def reply_text(message: dict[str, Any]) -> str:
     return "\n".join([content, *lines] if content else lines)
 
 
-def correction(verdict: Verdict, tools: list[dict[str, Any]], choice: Choice) -> str:
+def correction(verdict: Verdict, tools: list[Any], choice: Choice) -> str:
     """What was wrong, and what to call now with which parameters (the measured wording)."""
     parts = [_problem_sentence(p) for p in verdict.problems]
     wanted = _tools_to_list(verdict, tools, choice)
@@ -252,7 +252,7 @@ def correction(verdict: Verdict, tools: list[dict[str, Any]], choice: Choice) ->
     return "\n\n".join(parts)
 
 
-def _example(name: str, tools: list[dict[str, Any]]) -> str:
+def _example(name: str, tools: list[Any]) -> str:
     """`For example: {"name": "read_file", "arguments": {"path": "..."}}`: the first tool the
     correction lists (`name`, always a declared one), its required parameters as placeholders.
     Measured on the test model with copied placeholders counted as failures, this line took a
@@ -272,9 +272,7 @@ def _problem_sentence(problem: Problem) -> str:
     return problem.detail
 
 
-def _tools_to_list(
-    verdict: Verdict, tools: list[dict[str, Any]], choice: Choice
-) -> list[tuple[str, str]]:
+def _tools_to_list(verdict: Verdict, tools: list[Any], choice: Choice) -> list[tuple[str, str]]:
     """(name, listing line) of the tools the correction lists: the forced one; else the ones
     whose calls had bad arguments, when that is all that was wrong; else every declared tool."""
     lines = [(name, line) for name, line in (_listing(t) for t in tools) if name]
@@ -307,18 +305,23 @@ def _listing(tool: object) -> tuple[str, str]:
 
 
 def _kind(schema: object) -> str:
-    """A parameter's type in a few words: `string`, `one of "a", "b"`, `array of string`."""
-    if not isinstance(schema, dict):
-        return "any"
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum:
-        return "one of " + ", ".join(compact(v) for v in enum[:12])
-    kind = schema.get("type")
-    if kind == "array":
-        return f"array of {_kind(schema.get('items'))}"
-    if isinstance(kind, list):
-        return " or ".join(str(k) for k in kind)
-    return str(kind) if isinstance(kind, str) else "any"
+    """A parameter's type in a few words: `string`, `one of "a", "b"`, `array of string`.
+
+    Arrays of arrays are followed in a loop, not by a call per level: the nesting is the
+    client's, and compiled code does not count the recursion limit (proxy/compiled.py)."""
+    arrays = 0
+    while isinstance(schema, dict):
+        enum = schema.get("enum")
+        if isinstance(enum, list) and enum:
+            return "array of " * arrays + "one of " + ", ".join(compact(v) for v in enum[:12])
+        kind = schema.get("type")
+        if kind != "array":
+            if isinstance(kind, list):
+                return "array of " * arrays + " or ".join(str(k) for k in kind)
+            return "array of " * arrays + (kind if isinstance(kind, str) else "any")
+        arrays += 1
+        schema = schema.get("items")
+    return "array of " * arrays + "any"
 
 
 def _text(content: object) -> str | None:

@@ -133,6 +133,17 @@ def test_parameter_kinds_in_the_listing() -> None:
             "c (string or null), d (any).") in text
 
 
+def test_a_parameter_nested_far_deeper_than_the_recursion_limit_is_listed() -> None:
+    # Read in a loop: compiled, a call per level would crash the process (proxy/compiled.py).
+    items: dict[str, object] = {"type": "string"}
+    for _ in range(5_000):
+        items = {"type": "array", "items": items}
+    params = {"type": "object", "required": ["a"], "properties": {"a": items}}
+    tool = {"type": "function", "function": {"name": "f", "parameters": params}}
+    text = correction(judge(message(), [tool], Choice("required")), [tool], Choice("required"))
+    assert f"Required: a ({'array of ' * 5_000}string)." in text
+
+
 def test_calls_as_text() -> None:
     reply = message(call("ls", '{"a": [1]}'), call("x", "{oops"), content="Here:")
     out = calls_as_text(reply)
