@@ -74,9 +74,22 @@ class Family:
     framing: tuple[str, ...] = ()
 
     def triggers(self, names: Iterable[str]) -> list[str]:
-        """This family's markers for tools named `names`."""
-        return [*self.markers, *(t.replace("NAME", n) for n in names for t in self.named)]
+        """This family's markers for tools named `names` (those up to NAME_MAX long)."""
+        return [*self.markers, *(t.replace("NAME", n) for n in _named(names) for t in self.named)]
 
     def opening(self, names: Iterable[str]) -> list[str]:
-        """This family's openers for tools named `names`."""
-        return [t.replace("NAME", n) for n in names for t in self.openers]
+        """This family's openers for tools named `names` (those up to NAME_MAX long)."""
+        return [t.replace("NAME", n) for n in _named(names) for t in self.openers]
+
+
+# A tool name longer than this gets no markers or openers of its own (a call to it written as
+# text in a format that starts with the name is not recovered; every other format still is).
+# No model API takes such a name (OpenAI's, Anthropic's and Gemini's limit is 64), and the
+# marker tables cost more than a request should with one: their regexes nest as deep as their
+# longest string, which Python's `re` parses by recursion (RecursionError from about 500
+# characters), and the stream's table holds every beginning of every marker.
+NAME_MAX = 128
+
+
+def _named(names: Iterable[str]) -> list[str]:
+    return [n for n in names if len(n) <= NAME_MAX]

@@ -266,6 +266,21 @@ async def test_a_llama_call_reaches_the_agent_as_a_call_without_its_end_token(
     assert await streamed_helper(api, strict) == want
 
 
+async def test_a_tool_named_longer_than_any_api_allows_is_served_and_its_call_recovered(
+    fake: FakeUpstream, lg: Running, api: Any
+) -> None:
+    # Before its name got no markers of its own, the stream's marker tables raised
+    # RecursionError on it (Python's `re` parsing a regex nested as deep as the name).
+    name = "t" * 5_000
+    tools = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}]
+    text = f'<tool_call>{{"name": "{name}", "arguments": {{"q": "x"}}}}</tool_call>'
+    want: Result = (None, [("call_recovered_0", name, {"q": "x"})], "tool_calls")
+    fake.push(Json(completion(text)))
+    assert (await whole(api, tools))[0] == want
+    fake.push(text_stream(*random_pieces(text, 7), split=7))
+    assert await streamed_manual(api, tools) == want
+
+
 @pytest.mark.parametrize(
     ("text", "content"),
     [

@@ -6,6 +6,7 @@ import json
 import random
 from collections.abc import Callable
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from hypothesis import given, settings
@@ -14,6 +15,7 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
 from proxy.observe.events import ARGUMENTS, HOLDBACK_RELEASED, TOOL_RECOVERED
+from proxy.toolcalls.spans import NAME_MAX
 from proxy.toolcalls.stream import StreamToolProcessor, _first
 from tests.steps import growth
 from tests.toolcall_case import TOOLS
@@ -482,3 +484,17 @@ def test_the_first_trigger_is_found_in_one_scan_as_a_find_per_trigger_finds_it(
     processor = StreamToolProcessor(TOOLS)
     expected = _first(held, processor._triggers, pos)
     assert processor._first_trigger(held, pos) == expected
+
+
+@pytest.mark.parametrize("length", [NAME_MAX + 1, 5_000])
+def test_a_tool_name_no_api_takes_is_recovered_from_markers_only(length: int) -> None:
+    # Markers that begin with a name this long would build tables Python's `re` cannot parse
+    # (RecursionError from about 500 characters): such a name gets none of its own.
+    name = "t" * length
+    tools = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}]
+    call = f'<tool_call>{{"name": "{name}", "arguments": {{"q": 1}}}}</tool_call>'
+    out, _ = run(["Sure. ", call[:40], call[40:]], tools)
+    assert client_view(out) == ("Sure.", [(ANY, name, '{"q":1}')], "tool_calls")
+    prose = f"I will call {name} next."
+    out, _ = run([prose[:100], prose[100:]], tools)
+    assert client_view(out) == (prose, [], "stop")
