@@ -310,18 +310,28 @@ def _kind(schema: object) -> str:
     Arrays of arrays are followed in a loop, not by a call per level: the nesting is the
     client's, and compiled code does not count the recursion limit (proxy/compiled.py)."""
     arrays = 0
-    while isinstance(schema, dict):
-        enum = schema.get("enum")
-        if isinstance(enum, list) and enum:
-            return "array of " * arrays + "one of " + ", ".join(compact(v) for v in enum[:12])
-        kind = schema.get("type")
-        if kind != "array":
-            if isinstance(kind, list):
-                return "array of " * arrays + " or ".join(str(k) for k in kind)
-            return "array of " * arrays + (kind if isinstance(kind, str) else "any")
+    while isinstance(schema, dict) and schema.get("type") == "array" and not _enum(schema):
         arrays += 1
         schema = schema.get("items")
-    return "array of " * arrays + "any"
+    return "array of " * arrays + _item_kind(schema)
+
+
+def _item_kind(schema: object) -> str:
+    """`_kind` of a schema that is no array (or one with an enum)."""
+    if not isinstance(schema, dict):
+        return "any"
+    enum = _enum(schema)
+    if enum:
+        return "one of " + ", ".join(compact(v) for v in enum[:12])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " or ".join(str(k) for k in kind)
+    return kind if isinstance(kind, str) else "any"
+
+
+def _enum(schema: dict[str, Any]) -> list[Any]:
+    enum = schema.get("enum")
+    return enum if isinstance(enum, list) else []
 
 
 def _text(content: object) -> str | None:

@@ -288,7 +288,7 @@ class Scan:
         self._close = Next(lambda p: s.find(close, p)) if close else None
         # A second bound, the outer block's opener (Seed-OSS's wrapper around its functions):
         # a parameter that never closes does not take the next block into its value.
-        self.stop = Next(lambda p: s.find(stop, p)) if stop else None
+        self._stop = Next(lambda p: s.find(stop, p)) if stop else None
         self._budget = len(s)
         # A finder's own cached searches over this text, by name (qwen3_coder's next call).
         self.searches: dict[str, Next] = {}
@@ -297,10 +297,14 @@ class Scan:
         """Where a value opened at s[i] must have closed: the marker's next occurrence (or the
         stop's, when it comes first)."""
         nxt = self._opener.at(i + 1)
-        if self.stop is not None:
-            stop = self.stop.at(i + 1)
-            nxt = stop if nxt < 0 or 0 <= stop < nxt else nxt
+        stop = self.stop_after(i)
+        if stop >= 0 and (nxt < 0 or stop < nxt):
+            nxt = stop
         return len(self.s) if nxt < 0 else nxt
+
+    def stop_after(self, i: int) -> int:
+        """Where the stop next occurs after s[i]; -1 when there is none (or no stop was given)."""
+        return -1 if self._stop is None else self._stop.at(i + 1)
 
     def value(self, i: int) -> int | None:
         """value_end bounded by the next marker (extended while the budget lasts)."""

@@ -50,8 +50,7 @@ def _block(s: str, p: int, ctx: Ctx, scan: Scan) -> tuple[list[Span], int]:
     i = skip(s, p + len(OPEN))
     items: list[Item] = []
     while s.startswith(FUNCTION, i):
-        assert scan.stop is not None  # `_find` gave one
-        found = function_tag(s, i, ctx, scan, scan.stop.at(i + 1))
+        found = function_tag(s, i, ctx, scan, scan.stop_after(i))
         if found is None:
             break  # a value that never ends, or `<function=` in prose: nothing more to read
         end, call, _ = found
