@@ -16,6 +16,13 @@ two copies of a class. Pure functions, and `select` the one place that installs 
 Only modules that do not recurse are named here: compiled code does not count Python's recursion
 limit, and a recursion driven by the input would end in a crash, not a RecursionError
 (tests/repo checks it).
+
+A dataclass made on every request writes its own `__init__` (`init=False`). mypyc compiles the
+methods a class's source holds, but the ones `@dataclass` generates run interpreted: making a
+three-field event took 175 ns that way, 340 frozen, and 23 compiled. Frozen ones set their fields
+with `object.__setattr__`, as the generated one does (mypyc compiles that call to a store).
+tests/http/test_native_constructors.py sends each kind of request and fails if a generated
+`__init__` of these modules ran.
 """
 
 from __future__ import annotations

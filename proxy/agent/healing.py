@@ -72,15 +72,27 @@ def read_choice(tool_choice: object) -> Choice:
     return _AUTO
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)  # its own __init__: see proxy/compiled.py
 class Verdict:
     """What is wrong with one reply: its calls' problems, the `tool_choice` it did not honour,
     and the tools whose schema could not be compiled (their calls were not validated)."""
 
-    problems: tuple[Problem, ...] = ()
-    choice: str = ""  # the sentence saying how tool_choice was not honoured ("": it was)
-    skipped: tuple[str, ...] = ()
-    calls: int = 0  # how many calls the reply made
+    problems: tuple[Problem, ...]
+    choice: str  # the sentence saying how tool_choice was not honoured ("": it was)
+    skipped: tuple[str, ...]
+    calls: int  # how many calls the reply made
+
+    def __init__(
+        self,
+        problems: tuple[Problem, ...] = (),
+        choice: str = "",
+        skipped: tuple[str, ...] = (),
+        calls: int = 0,
+    ) -> None:
+        object.__setattr__(self, "problems", problems)
+        object.__setattr__(self, "choice", choice)
+        object.__setattr__(self, "skipped", skipped)
+        object.__setattr__(self, "calls", calls)
 
     @property
     def ok(self) -> bool:

@@ -13,7 +13,7 @@ instead of recording them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 # Event kinds and the labels each carries. The metrics module maps them onto counters; keep the
@@ -37,30 +37,54 @@ CLIENT_DISCONNECT = "client_disconnect"  # client went away; upstream cancelled
 INFO = "info"  # anything else worth a notice
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)  # its own __init__: see proxy/compiled.py
 class Event:
     """One decision: what kind it is, the one-sentence notice, and its metric labels."""
 
     kind: str
     notice: str
-    labels: dict[str, str] = field(default_factory=dict)
-    count: int = 1
+    labels: dict[str, str]
+    count: int
     # A notice-less event (count only) carries an empty notice and is not shown to the client.
+
+    def __init__(
+        self, kind: str, notice: str, labels: dict[str, str] | None = None, count: int = 1
+    ) -> None:
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "notice", notice)
+        object.__setattr__(self, "labels", {} if labels is None else labels)
+        object.__setattr__(self, "count", count)
 
 
 Listener = Callable[["RequestEvents", Event], None]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # its own __init__: one a request (proxy/compiled.py)
 class RequestEvents:
     """The events of one client request, with the context every view needs to label them."""
 
     request_id: str
-    upstream: str = ""
-    model: str = ""
-    events: list[Event] = field(default_factory=list)
-    listeners: Sequence[Listener] = ()  # often one tuple shared by every request
-    extra: dict[str, Any] = field(default_factory=dict)
+    upstream: str
+    model: str
+    events: list[Event]
+    listeners: Sequence[Listener]  # often one tuple shared by every request
+    extra: dict[str, Any]
+
+    def __init__(
+        self,
+        request_id: str,
+        upstream: str = "",
+        model: str = "",
+        events: list[Event] | None = None,
+        listeners: Sequence[Listener] = (),
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.request_id = request_id
+        self.upstream = upstream
+        self.model = model
+        self.events = [] if events is None else events
+        self.listeners = listeners
+        self.extra = {} if extra is None else extra
 
     def add(self, event: Event) -> Event:
         """Record an event and hand it to every listener at once (metrics count it live)."""

@@ -139,7 +139,7 @@ def _judge(
     return judge(message, tools, choice, asked=job.heal.asked > 0)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)  # its own __init__: see proxy/compiled.py
 class Judged:
     """One finished reply, judged: what it said, against which tools and choice, what is wrong
     with it, and the answer that goes to the client if it is kept (a whole body, or a stream's
@@ -150,6 +150,20 @@ class Judged:
     choice: Choice
     verdict: Verdict
     answer: Any
+
+    def __init__(
+        self,
+        message: dict[str, Any],
+        tools: list[dict[str, Any]],
+        choice: Choice,
+        verdict: Verdict,
+        answer: Any,
+    ) -> None:
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "tools", tools)
+        object.__setattr__(self, "choice", choice)
+        object.__setattr__(self, "verdict", verdict)
+        object.__setattr__(self, "answer", answer)
 
 
 def _settled(job: Job, judged: Judged, *, may_ask: bool) -> Any:

@@ -18,13 +18,20 @@ import orjson
 DONE = b"[DONE]"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # its own __init__: several a stream (proxy/compiled.py)
 class SSEEvent:
     """One event: its `data` (lines joined with `\\n`), its `event` name, or a comment line."""
 
-    data: bytes | None = None
-    event: str | None = None
-    comment: bytes | None = None
+    data: bytes | None
+    event: str | None
+    comment: bytes | None
+
+    def __init__(
+        self, data: bytes | None = None, event: str | None = None, comment: bytes | None = None
+    ) -> None:
+        self.data = data
+        self.event = event
+        self.comment = comment
 
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024  # one event's bytes before it ends, at most (see EventTooLarge)

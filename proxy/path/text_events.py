@@ -24,7 +24,7 @@ import orjson
 from proxy.path.chunks import only_delta
 
 
-@dataclass(slots=True)  # not frozen: its __init__ then costs a quarter (one per stream)
+@dataclass(slots=True, init=False)  # its own __init__: one a stream (proxy/compiled.py)
 class TextShape:
     """One stream's delta events around the string they add to: `head` up to the string's
     opening quote (from `data: `), `tail` from its closing quote to the end of the event (its
@@ -34,12 +34,28 @@ class TextShape:
     head: bytes
     tail: bytes
     bare: bool  # the delta holds the string alone (no role or other keys beside it)
-    call: int | None = None
+    call: int | None
     # The joint between two such events (`tail + head`) in two parts: `read` splits a run at
     # `cut`, its last few bytes, and checks that each piece ends with `rest`. CPython's search
     # for a needle of a few hundred bytes (the joint whole) cost three times the split.
-    cut: bytes = b""
-    rest: bytes = b""
+    cut: bytes
+    rest: bytes
+
+    def __init__(
+        self,
+        head: bytes,
+        tail: bytes,
+        bare: bool,
+        call: int | None = None,
+        cut: bytes = b"",
+        rest: bytes = b"",
+    ) -> None:
+        self.head = head
+        self.tail = tail
+        self.bare = bare
+        self.call = call
+        self.cut = cut
+        self.rest = rest
 
 
 def matches(shape: TextShape, data: bytes) -> bool:

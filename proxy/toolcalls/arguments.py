@@ -39,12 +39,16 @@ _LITERALS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)  # its own __init__: see proxy/compiled.py
 class Repair:
     """The arguments to send (compact JSON object text, or the raw text) and what was done."""
 
     arguments: str
     outcome: str  # "ok", "repaired", "unparseable" or "truncated"
+
+    def __init__(self, arguments: str, outcome: str) -> None:
+        object.__setattr__(self, "arguments", arguments)
+        object.__setattr__(self, "outcome", outcome)
 
 
 class _Unfixable(ValueError):

@@ -60,7 +60,7 @@ class Recovery:
     format: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)  # its own __init__: see proxy/compiled.py
 class Found:
     """Calls found in a reply before their arguments are repaired."""
 
@@ -69,7 +69,15 @@ class Found:
     format: str
     # The last call is cut off: it was read only because the reply stopped at its ceiling
     # (finish_reason "length"); the client gets "length", not "tool_calls" (finish_after).
-    cut: bool = False
+    cut: bool
+
+    def __init__(
+        self, content: str | None, calls: list[RawCall], format: str, cut: bool = False
+    ) -> None:
+        object.__setattr__(self, "content", content)
+        object.__setattr__(self, "calls", calls)
+        object.__setattr__(self, "format", format)
+        object.__setattr__(self, "cut", cut)
 
 
 def tool_schemas(tools: list[dict[str, Any]] | None) -> Schemas:

@@ -13,7 +13,7 @@ RawCall = tuple[str, Any, bool]
 Schemas = dict[str, dict[str, Any]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)  # its own __init__: see proxy/compiled.py
 class Span:
     """The calls written between text[start:end], in one format (its label)."""
 
@@ -21,6 +21,12 @@ class Span:
     end: int
     calls: list[RawCall]
     format: str
+
+    def __init__(self, start: int, end: int, calls: list[RawCall], format: str) -> None:
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "end", end)
+        object.__setattr__(self, "calls", calls)
+        object.__setattr__(self, "format", format)
 
 
 class Ctx:

@@ -169,40 +169,68 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
     )
 
 
-@dataclass
+@dataclass(init=False)  # its own __init__: one a streamed call (proxy/compiled.py)
 class _Call:
     index: int | None
     order: int
-    id: str = ""
-    name: str = ""
-    arguments: str = ""
+    id: str
+    name: str
+    arguments: str
+
+    def __init__(self, index: int | None, order: int) -> None:
+        self.index = index
+        self.order = order
+        self.id = ""
+        self.name = ""
+        self.arguments = ""
 
 
-@dataclass
+@dataclass(init=False)  # its own __init__: one a stream (proxy/compiled.py)
 class _Choice:
     index: int
-    released: list[str] = field(default_factory=list)
-    held: str = ""
-    at_tail_start: bool = True
-    in_think: bool = False
-    triggered: bool = False
-    judged: int = -1  # held length already judged "could be a bare call" (-1: not judged)
-    fence_open: bool = False  # the tail is a fence whose first line has not ended yet
-    fence_tail: bool = False  # the tail start being judged is a fence after prose
-    fences_done: bool = False  # a fence was judged not a call: no later one can be (4.1)
-    after_run: bool = False  # the tail judged is a complete run of calls: any word decides
-    opening: bool = True  # the tail start is the reply's start or right after a think block
+    released: list[str]
+    held: str
+    at_tail_start: bool
+    in_think: bool
+    triggered: bool
+    judged: int  # held length already judged "could be a bare call" (-1: not judged)
+    fence_open: bool  # the tail is a fence whose first line has not ended yet
+    fence_tail: bool  # the tail start being judged is a fence after prose
+    fences_done: bool  # a fence was judged not a call: no later one can be (4.1)
+    after_run: bool  # the tail judged is a complete run of calls: any word decides
+    opening: bool  # the tail start is the reply's start or right after a think block
     # The framing dropped at the reply's start (Family.framing): where, in the text sent and
     # held, and what, so the end reads the reply as it came.
-    dropped: tuple[int, str] | None = None
-    given_up: bool = False
-    native: list[_Call] = field(default_factory=list)
-    finished: bool = False
+    dropped: tuple[int, str] | None
+    given_up: bool
+    native: list[_Call]
+    finished: bool
     # The reasoning deltas, up to the hold-back limit (None past it): a call written there
     # while the content stays empty is read when the choice finishes.
-    reasoning: list[str] | None = field(default_factory=list)
-    reasoning_size: int = 0
-    in_reasoning: Found | None = None  # the calls found there, once the choice finishes
+    reasoning: list[str] | None
+    reasoning_size: int
+    in_reasoning: Found | None  # the calls found there, once the choice finishes
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.released = []
+        self.held = ""
+        self.at_tail_start = True
+        self.in_think = False
+        self.triggered = False
+        self.judged = -1
+        self.fence_open = False
+        self.fence_tail = False
+        self.fences_done = False
+        self.after_run = False
+        self.opening = True
+        self.dropped = None
+        self.given_up = False
+        self.native = []
+        self.finished = False
+        self.reasoning = []
+        self.reasoning_size = 0
+        self.in_reasoning = None
 
 
 class StreamToolProcessor:

@@ -58,12 +58,16 @@ class Problem:
     detail: str  # one short plain sentence for the model and for the notice
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)  # its own __init__: see proxy/compiled.py
 class Checked:
     """The outcome for a reply's calls: the failing ones, and the tools that went unvalidated."""
 
     problems: tuple[Problem, ...]
     skipped: tuple[str, ...]  # tool names whose schema could not be compiled (not validated)
+
+    def __init__(self, problems: tuple[Problem, ...], skipped: tuple[str, ...]) -> None:
+        object.__setattr__(self, "problems", problems)
+        object.__setattr__(self, "skipped", skipped)
 
     @property
     def ok(self) -> bool:
