@@ -37,9 +37,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
-# The modules compiled, as dotted names. Hot modules left out: those that recurse (knowntools,
-# agent.schemas, observe.logs, toolcalls.values); path.job and upstreams.client,
-# whose classes the unit tests stand in for; agent.negotiate, whose `Notice` derives from `str`
+# The modules compiled, as dotted names. Hot modules left out: those that recurse (agent.schemas,
+# observe.logs, toolcalls.values); path.job and upstreams.client, whose classes the unit tests
+# stand in for; agent.negotiate, whose `Notice` derives from `str`
 # (mypyc compiles no such class); and those with a class derived from a dependency's
 # (fronts.chatstream and the fronts' events, path.client: aiohttp's StreamResponse;
 # observe.metrics: prometheus_client's Collector). The build does not have the dependencies, and
@@ -58,6 +58,7 @@ MODULES = (
     "proxy.http.request_ids",
     "proxy.http.routing",
     "proxy.http.validate",
+    "proxy.knowntools",
     "proxy.observe.events",
     "proxy.observe.masking",
     "proxy.path.answers",

@@ -163,10 +163,9 @@ class KnownTools:
 
     def _forget(self, entry: _Entry) -> None:
         """Forget `entry` and every list derived from it, at any remove."""
-        if self._keys.get(id(entry.tools)) is entry:
-            del self._keys[id(entry.tools)]
-        for child in entry.derived.values():
-            self._forget(child)
+        for gone in _family([entry]):
+            if self._keys.get(id(gone.tools)) is gone:
+                del self._keys[id(gone.tools)]
 
     # -- keys -------------------------------------------------------------------------------
     def key_of(self, tools: list[Any]) -> bytes | None:
@@ -223,17 +222,22 @@ class KnownTools:
     # -- tests ------------------------------------------------------------------------------
     def intact(self) -> bool:
         """Whether every remembered list is still what was parsed (nothing changed one)."""
-        return all(orjson.dumps(e.tools) == e.key for e in self._family(self._entries.values()))
-
-    def _family(self, entries: Iterable[_Entry]) -> Iterator[_Entry]:
-        for entry in entries:
-            yield entry
-            yield from self._family(entry.derived.values())
+        return all(orjson.dumps(e.tools) == e.key for e in _family(self._entries.values()))
 
     def clear(self) -> None:
         """Forget every list (tests and benchmarks)."""
         for store in (self._entries, self._keys, self._recent, self._seen_once):
             store.clear()
+
+
+def _family(entries: Iterable[_Entry]) -> Iterator[_Entry]:
+    """`entries` and every entry derived from them, at any remove (from a stack: this module
+    is compiled, see proxy/compiled.py)."""
+    stack = list(entries)
+    while stack:
+        entry = stack.pop()
+        yield entry
+        stack.extend(entry.derived.values())
 
 
 def _parses_to(text: bytes, tools: list[Any]) -> bool:
@@ -272,10 +276,31 @@ def dumps(body: dict[str, Any]) -> bytes:
     return orjson.dumps(body if as_written is tools else {**body, "tools": as_written})
 
 
-KNOWN = KnownTools()
-parse = KNOWN.parse
-key_of = KNOWN.key_of
-clear = KNOWN.clear
-shared = KNOWN.shared
-stored_key = KNOWN.stored_key
-derived = KNOWN.derived
+KNOWN: KnownTools = KnownTools()
+# The process's store, by its methods' names. Functions rather than bound methods held in the
+# module: a compiled caller calls a compiled function directly, and mypy reads their types
+# where the build has no orjson to infer them from.
+
+
+def parse(raw: bytes) -> Any:
+    return KNOWN.parse(raw)
+
+
+def key_of(tools: list[Any]) -> bytes | None:
+    return KNOWN.key_of(tools)
+
+
+def clear() -> None:
+    KNOWN.clear()
+
+
+def shared(tools: object) -> bool:
+    return KNOWN.shared(tools)
+
+
+def stored_key(tools: object) -> bytes | None:
+    return KNOWN.stored_key(tools)
+
+
+def derived(source: list[Any], make: Callable[[list[Any]], list[Any]]) -> list[Any]:
+    return KNOWN.derived(source, make)
