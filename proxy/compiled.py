@@ -38,8 +38,8 @@ from pathlib import Path
 from types import ModuleType
 
 # The modules compiled, as dotted names. Hot modules left out: those that recurse (agent.schemas,
-# observe.logs, toolcalls.values); path.job and upstreams.client, whose classes the unit tests
-# stand in for; agent.negotiate, whose `Notice` derives from `str`
+# observe.logs, toolcalls.values); upstreams.client, whose classes the unit tests stand in
+# for; agent.negotiate, whose `Notice` derives from `str`
 # (mypyc compiles no such class); and those with a class derived from a dependency's
 # (fronts.chatstream and the fronts' events, path.client: aiohttp's StreamResponse;
 # observe.metrics: prometheus_client's Collector). The build does not have the dependencies, and
@@ -66,6 +66,7 @@ MODULES = (
     "proxy.path.chunks",
     "proxy.path.deadlines",
     "proxy.path.holding",
+    "proxy.path.job",
     "proxy.path.keepalive",
     "proxy.path.layer",
     "proxy.path.reask",

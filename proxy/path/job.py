@@ -14,7 +14,7 @@ loop fakes of their own.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import orjson
@@ -51,53 +51,90 @@ class Decision:
         return Decision("return", status=status, body=raw)
 
 
-@dataclass(slots=True)
+# Negotiation, Healing, Rescue and Job, one each a request, write their own `__init__`: this
+# module is compiled, and the one `@dataclass` generates would run interpreted (proxy/compiled.py).
+# Healing and Job are plain classes: compiled, `@dataclass` reads the annotations' names at import,
+# and theirs name classes imported only for type checking (or defined further down).
+
+
+@dataclass(slots=True, init=False)
 class Negotiation:
     """What the agent layer remembers across the attempts of one request."""
 
-    generation: int = -1  # the latch store's generation when the last body was built
-    resends: int = 0  # downgrade resends so far (bounded: see proxy.path.layer.MAX_RESENDS)
-    race_resent: bool = False  # resent once because another request latched meanwhile
-    latched: bool = False  # this request taught the store something: save it afterwards
-    learned: set[str] = field(default_factory=set)  # topics its refusals' notices announced
-    counted: set[str] = field(default_factory=set)  # dropped fields counted (once a request)
-    in_words: bool = False  # response_format is asked for in the prompt
-    emulated: bool = False  # the tools are described in the prompt (native_tools latched off)
-    relaxed: bool = False  # schemas went out relaxed (announced once)
-    loading_waited: float = 0.0  # seconds spent polling a loading model
-    restart_waited: bool = False  # a managed server broke the connection, and was waited for
-    chars: int | None = None  # the prompt's size estimate, when a window made it matter
-    calibrated: bool = False  # the estimate was calibrated from this request's usage
+    generation: int  # the latch store's generation when the last body was built
+    resends: int  # downgrade resends so far (bounded: see proxy.path.layer.MAX_RESENDS)
+    race_resent: bool  # resent once because another request latched meanwhile
+    latched: bool  # this request taught the store something: save it afterwards
+    learned: set[str]  # topics its refusals' notices announced
+    counted: set[str]  # dropped fields counted (once a request)
+    in_words: bool  # response_format is asked for in the prompt
+    emulated: bool  # the tools are described in the prompt (native_tools latched off)
+    relaxed: bool  # schemas went out relaxed (announced once)
+    loading_waited: float  # seconds spent polling a loading model
+    restart_waited: bool  # a managed server broke the connection, and was waited for
+    chars: int | None  # the prompt's size estimate, when a window made it matter
+    calibrated: bool  # the estimate was calibrated from this request's usage
+
+    def __init__(self) -> None:
+        self.generation = -1
+        self.resends = 0
+        self.race_resent = False
+        self.latched = False
+        self.learned = set()
+        self.counted = set()
+        self.in_words = False
+        self.emulated = False
+        self.relaxed = False
+        self.loading_waited = 0.0
+        self.restart_waited = False
+        self.chars = None
+        self.calibrated = False
 
 
-@dataclass(slots=True)
 class Healing:
     """What self-healing (`proxy.agent.healing`) remembers across the attempts of one request:
     the turns it sent back to the model, and the best answer so far."""
 
-    asked: int = 0  # times the model was asked again (bounded by the upstream's heal_retries)
-    source: dict[str, Any] | None = None  # the body the next attempt is built from, when asked
-    source_raw: bytes = b""  # its bytes
-    best: Any = None  # the best answer so far: a whole body, or a stream's unsent bytes
-    best_score: int = 0  # its problems (fewer is better)
-    first: str = ""  # what was wrong with the first answer, for the notice
-    forced: bool = False  # a re-ask was for tool_choice (counted as enforcement)
-    calls_bad: bool = False  # a re-ask was for the calls themselves (counted as a heal)
-    stream: HeldReply | None = None  # the current stream attempt's holder (proxy.path.holding)
-    spent: dict[str, int] = field(default_factory=dict)  # tokens of the answers asked again for
+    asked: int  # times the model was asked again (bounded by the upstream's heal_retries)
+    source: dict[str, Any] | None  # the body the next attempt is built from, when asked
+    source_raw: bytes  # its bytes
+    best: Any  # the best answer so far: a whole body, or a stream's unsent bytes
+    best_score: int  # its problems (fewer is better)
+    first: str  # what was wrong with the first answer, for the notice
+    forced: bool  # a re-ask was for tool_choice (counted as enforcement)
+    calls_bad: bool  # a re-ask was for the calls themselves (counted as a heal)
+    stream: HeldReply | None  # the current stream attempt's holder (proxy.path.holding)
+    spent: dict[str, int]  # tokens of the answers asked again for
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.source = None
+        self.source_raw = b""
+        self.best = None
+        self.best_score = 0
+        self.first = ""
+        self.forced = False
+        self.calls_bad = False
+        self.stream = None
+        self.spent = {}
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Rescue:
     """What context rescue (`proxy.path.rescue`) knows of one request."""
 
-    mode: str | None = None  # the client's `x-latchgate-context` (else the upstream's setting)
-    told: str = ""  # what was done, for the `x-latchgate-context` response header
-    refits: int = 0  # times the upstream's own overflow sent the request back to be fitted
-    ratio: float | None = None  # chars per token that overflow revealed, for the refit
+    mode: str | None  # the client's `x-latchgate-context` (else the upstream's setting)
+    told: str  # what was done, for the `x-latchgate-context` response header
+    refits: int  # times the upstream's own overflow sent the request back to be fitted
+    ratio: float | None  # chars per token that overflow revealed, for the refit
+
+    def __init__(self) -> None:
+        self.mode = None
+        self.told = ""
+        self.refits = 0
+        self.ratio = None
 
 
-@dataclass(slots=True)
 class Job:
     """One client request on its way through the path."""
 
@@ -108,38 +145,86 @@ class Job:
     body: dict[str, Any]  # the client's body, parsed; never mutated
     stream: bool
     events: RequestEvents
-    client_auth: str | None = None
-    masker: Masker = field(default_factory=Masker)  # secrets its answer must not carry
-    started: float = field(default_factory=time.perf_counter)
-    upstream_wait: float = 0.0
-    attempts: int = 0
-    retries: int = 0
-    sent: dict[str, Any] | None = None  # the body of the last attempt
-    content_started: bool = False  # the upstream has begun answering (the watchdog's switch)
-    relayed: bool = False  # content reached the client: from here on, nothing is ever resent
-    interrupted: bool = False  # cancelled because latchgate is shutting down (proxy.http.drain)
-    left: bool = False  # the client went away
-    first_token_at: float | None = None
-    usage: dict[str, Any] | None = None  # the last usage report (llama.cpp's is cumulative)
-    cache_n: int | None = None  # llama.cpp's `timings.cache_n`: prompt tokens from its cache
-    dropped: list[str] = field(default_factory=list)
-    upstream_headers: dict[str, str] = field(default_factory=dict)
-    upstream_error: str | None = None  # the last upstream failure, for the log line
-    response: web.StreamResponse | None = None  # the client's stream, once opened
-    notices_sent: int = 0  # notices already in the response's headers or comments
-    negotiation: Negotiation = field(default_factory=Negotiation)
-    heal: Healing = field(default_factory=Healing)
-    rescue: Rescue = field(default_factory=Rescue)
-    status: int = 0
-    front: Front | None = None  # the API the client spoke, when it is not chat (proxy.fronts)
+    client_auth: str | None
+    masker: Masker  # secrets its answer must not carry
+    started: float
+    upstream_wait: float
+    attempts: int
+    retries: int
+    sent: dict[str, Any] | None  # the body of the last attempt
+    content_started: bool  # the upstream has begun answering (the watchdog's switch)
+    relayed: bool  # content reached the client: from here on, nothing is ever resent
+    interrupted: bool  # cancelled because latchgate is shutting down (proxy.http.drain)
+    left: bool  # the client went away
+    first_token_at: float | None
+    usage: dict[str, Any] | None  # the last usage report (llama.cpp's is cumulative)
+    cache_n: int | None  # llama.cpp's `timings.cache_n`: prompt tokens from its cache
+    dropped: list[str]
+    upstream_headers: dict[str, str]
+    upstream_error: str | None  # the last upstream failure, for the log line
+    response: web.StreamResponse | None  # the client's stream, once opened
+    notices_sent: int  # notices already in the response's headers or comments
+    negotiation: Negotiation
+    heal: Healing
+    rescue: Rescue
+    status: int
+    front: Front | None  # the API the client spoke, when it is not chat (proxy.fronts)
     # A pooled upstream only (proxy.path.sending): the member (and slot) of the attempt in
     # flight, the members that failed it, and its conversation's key for cache affinity.
-    choice: Choice | None = None
-    tried: frozenset[str] = frozenset()
-    conversation: str | None = None
+    choice: Choice | None
+    tried: frozenset[str]
+    conversation: str | None
     # A managed upstream only (proxy.managed): the request's hold on its llama-server, taken
     # before anything is asked of it, released when the request is over.
-    lease: Lease | None = None
+    lease: Lease | None
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        route: str,
+        path: str,
+        raw: bytes,
+        body: dict[str, Any],
+        stream: bool,
+        events: RequestEvents,
+        client_auth: str | None = None,
+        masker: Masker | None = None,
+    ) -> None:
+        self.upstream = upstream
+        self.route = route
+        self.path = path
+        self.raw = raw
+        self.body = body
+        self.stream = stream
+        self.events = events
+        self.client_auth = client_auth
+        self.masker = Masker() if masker is None else masker
+        self.started = time.perf_counter()
+        self.upstream_wait = 0.0
+        self.attempts = 0
+        self.retries = 0
+        self.sent = None
+        self.content_started = False
+        self.relayed = False
+        self.interrupted = False
+        self.left = False
+        self.first_token_at = None
+        self.usage = None
+        self.cache_n = None
+        self.dropped = []
+        self.upstream_headers = {}
+        self.upstream_error = None
+        self.response = None
+        self.notices_sent = 0
+        self.negotiation = Negotiation()
+        self.heal = Healing()
+        self.rescue = Rescue()
+        self.status = 0
+        self.front = None
+        self.choice = None
+        self.tried = frozenset()
+        self.conversation = None
+        self.lease = None
 
     @property
     def label(self) -> str:
