@@ -5,8 +5,9 @@ and labels follow `spec/OBSERVABILITY.md` exactly and live here, not scattered t
 Request-path stages never touch a counter: they record an `Event` on the request's
 `RequestEvents`, and `Metrics.on_event` (registered as a listener) maps each kind to its counter.
 The few measurements that are not decisions (durations, tokens, in-flight requests, latches held)
-have plain methods the request's owner calls once. The metrics moved on every request are plain
-dict accumulators rendered at scrape time (`FastCounter`, `FastHistogram`, `FastGauge`), not
+have plain methods the request's owner calls once. The metrics moved on every request, and the
+counters events move (an agent's request moves them: a call recovered, arguments repaired), are
+plain dict accumulators rendered at scrape time (`FastCounter`, `FastHistogram`, `FastGauge`), not
 prometheus_client objects: they are on the proxy's hot path, where a microsecond is 1% of
 throughput. Their names, help, labels and buckets are the same; only `_created` samples are gone.
 
@@ -197,6 +198,23 @@ class FastCounter(_FastValues):
 
     FAMILY = CounterMetricFamily
 
+    def add(self, labels: tuple[str, ...], amount: float = 1.0) -> None:
+        """Count `amount` for `labels` (a series made at 0 for a negative one: a counter does
+        not go down, and an event's count never made a request fail)."""
+        values = self.values
+        values[labels] = values.get(labels, 0.0) + (amount if amount > 0 else 0)
+
+
+def _counter(
+    registry: CollectorRegistry, name: str, documentation: str, labelnames: tuple[str, ...]
+) -> FastCounter:
+    """A `FastCounter` registered with `registry`: every counter an event moves is one, since
+    agent requests move them (a recovered call, a repaired argument) and a prometheus_client
+    `labels().inc()` is some 80 interpreted calls."""
+    counter = FastCounter(name, documentation, labelnames)
+    registry.register(counter)
+    return counter
+
 
 class FastGauge(_FastValues):
     """A labelled gauge."""
@@ -341,60 +359,60 @@ class Metrics:
             self.upstream_requests,
         ):
             r.register(fast)
-        self.refusals = Counter(
+        self.refusals = _counter(
+            r,
             "latchgate_refusals_total",
             "Refusals recognised, by the capability learned.",
             (*um, "capability"),
-            registry=r,
         )
         self.latches = Gauge(
             "latchgate_latches", "Latches currently held.", ("upstream", "capability"), registry=r
         )
-        self.fields_dropped = Counter(
+        self.fields_dropped = _counter(
+            r,
             "latchgate_fields_dropped_total",
             "Droppable fields removed from requests.",
             ("upstream", "field"),
-            registry=r,
         )
-        self.retries = Counter(
-            "latchgate_retries_total", "Retries by reason.", ("upstream", "reason"), registry=r
+        self.retries = _counter(
+            r, "latchgate_retries_total", "Retries by reason.", ("upstream", "reason")
         )
-        self.endpoint_silent = Counter(
+        self.endpoint_silent = _counter(
+            r,
             "latchgate_endpoint_silent_total",
             "Watchdog firings, by phase.",
             ("upstream", "phase"),
-            registry=r,
         )
-        self.context_overflow = Counter(
+        self.context_overflow = _counter(
+            r,
             "latchgate_context_overflow_total",
             "Context overflows refused before sending (preflight) or reported by the upstream.",
             (*um, "where"),
-            registry=r,
         )
         self._define_context(r)
         self._define_tools(r)
         self._define_scale(r)
-        self.schemas_relaxed = Counter(
+        self.schemas_relaxed = _counter(
+            r,
             "latchgate_schemas_relaxed_total",
             "Requests sent with relaxed schemas.",
             ("upstream",),
-            registry=r,
         )
-        self.tokens_total = FastCounter(
+        self.tokens_total = _counter(
+            r,
             "latchgate_tokens_total",
             "Prompt, completion and cached tokens from upstream usage.",
             (*um, "kind"),
         )
-        r.register(self.tokens_total)
         self.inflight_requests = FastGauge(
             "latchgate_inflight_requests", "Requests in flight.", ("upstream",)
         )
         r.register(self.inflight_requests)
-        self.client_disconnects = Counter(
+        self.client_disconnects = _counter(
+            r,
             "latchgate_client_disconnects_total",
             "Clients that went away mid-request (upstream cancelled).",
             ("upstream",),
-            registry=r,
         )
         r.register(
             _ReadCounter(
@@ -410,20 +428,20 @@ class Metrics:
     def _define_context(self, r: CollectorRegistry) -> None:
         """The context-rescue counters: rewrites by action and outcome, tokens taken out."""
         um = ("upstream", "model")
-        self.context_rescues = Counter(
+        self.context_rescues = _counter(
+            r,
             "latchgate_context_rescues_total",
             "Requests over the window rewritten to fit it by pruning old tool results or "
             "compacting old turns: a new rewrite (new: the prompt cache is lost once), the same "
             "rewrite as the conversation's previous turn (repeated), a compaction that fell back "
             "(failed), or still too long (refused).",
             (*um, "action", "outcome"),
-            registry=r,
         )
-        self.context_tokens_removed = Counter(
+        self.context_tokens_removed = _counter(
+            r,
             "latchgate_context_tokens_removed_total",
             "Estimated prompt tokens context rescue took out of requests.",
             um,
-            registry=r,
         )
 
     def _define_scale(self, r: CollectorRegistry) -> None:
@@ -456,38 +474,38 @@ class Metrics:
     def _define_tools(self, r: CollectorRegistry) -> None:
         """The tool-call counters: recovery, repair, healing, tool_choice, emulation."""
         um = ("upstream", "model")
-        self.tool_calls_recovered = Counter(
+        self.tool_calls_recovered = _counter(
+            r,
             "latchgate_tool_calls_recovered_total",
             "Tool calls recovered from text, by format.",
             (*um, "format"),
-            registry=r,
         )
-        self.tool_arguments_repaired = Counter(
+        self.tool_arguments_repaired = _counter(
+            r,
             "latchgate_tool_arguments_repaired_total",
             "Tool-call arguments repaired, unparseable or truncated.",
             (*um, "outcome"),
-            registry=r,
         )
-        self.tool_calls_healed = Counter(
+        self.tool_calls_healed = _counter(
+            r,
             "latchgate_tool_calls_healed_total",
             "Replies with unusable tool calls: asked again and healed, asked again and still "
             "unusable (failed), or passed on flagged.",
             (*um, "outcome"),
-            registry=r,
         )
-        self.tool_choice_enforced = Counter(
+        self.tool_choice_enforced = _counter(
+            r,
             "latchgate_tool_choice_enforced_total",
             "Replies that did not honour tool_choice: re-asked (enforced, failed), passed on "
             "(flagged), or calls turned into text for tool_choice none (converted).",
             (*um, "choice", "outcome"),
-            registry=r,
         )
-        self.tools_emulated = Counter(
+        self.tools_emulated = _counter(
+            r,
             "latchgate_tools_emulated_total",
             "Requests whose tools were described in the prompt because the model refuses "
             "native tools.",
             um,
-            registry=r,
         )
 
     def model_label(self, model: str) -> str:
@@ -520,55 +538,55 @@ class Metrics:
 
     def _on_refusal(self, req: RequestEvents, e: Event) -> None:
         capability = e.labels.get("capability", OTHER)
-        self.refusals.labels(*self._um(req), capability).inc(e.count)
+        self.refusals.add((*self._um(req), capability), e.count)
 
     def _on_field_dropped(self, req: RequestEvents, e: Event) -> None:
         field = field_label(e.labels.get("field", OTHER), self._droppable)
-        self.fields_dropped.labels(req.upstream, field).inc(e.count)
+        self.fields_dropped.add((req.upstream, field), e.count)
 
     def _on_retry(self, req: RequestEvents, e: Event) -> None:
-        self.retries.labels(req.upstream, e.labels.get("reason", OTHER)).inc(e.count)
+        self.retries.add((req.upstream, e.labels.get("reason", OTHER)), e.count)
 
     def _on_silent(self, req: RequestEvents, e: Event) -> None:
-        self.endpoint_silent.labels(req.upstream, e.labels.get("phase", OTHER)).inc(e.count)
+        self.endpoint_silent.add((req.upstream, e.labels.get("phase", OTHER)), e.count)
 
     def _on_overflow(self, req: RequestEvents, e: Event) -> None:
         where = e.labels.get("where", OTHER)
-        self.context_overflow.labels(*self._um(req), where).inc(e.count)
+        self.context_overflow.add((*self._um(req), where), e.count)
 
     def _on_context_rescued(self, req: RequestEvents, e: Event) -> None:
         labels = e.labels
         action, outcome = labels.get("action", OTHER), labels.get("outcome", OTHER)
-        self.context_rescues.labels(*self._um(req), action, outcome).inc(e.count)
+        self.context_rescues.add((*self._um(req), action, outcome), e.count)
         removed = int(labels.get("before", 0)) - int(labels.get("after", 0))
         if removed > 0:
-            self.context_tokens_removed.labels(*self._um(req)).inc(removed)
+            self.context_tokens_removed.add(self._um(req), removed)
 
     def _on_tool_recovered(self, req: RequestEvents, e: Event) -> None:
         fmt = e.labels.get("format", OTHER)
-        self.tool_calls_recovered.labels(*self._um(req), fmt).inc(e.count)
+        self.tool_calls_recovered.add((*self._um(req), fmt), e.count)
 
     def _on_arguments(self, req: RequestEvents, e: Event) -> None:
         outcome = e.labels.get("outcome", OTHER)
-        self.tool_arguments_repaired.labels(*self._um(req), outcome).inc(e.count)
+        self.tool_arguments_repaired.add((*self._um(req), outcome), e.count)
 
     def _on_tool_healed(self, req: RequestEvents, e: Event) -> None:
         outcome = e.labels.get("outcome", OTHER)
-        self.tool_calls_healed.labels(*self._um(req), outcome).inc(e.count)
+        self.tool_calls_healed.add((*self._um(req), outcome), e.count)
 
     def _on_tool_choice(self, req: RequestEvents, e: Event) -> None:
         labels = e.labels
         choice, outcome = labels.get("choice", OTHER), labels.get("outcome", OTHER)
-        self.tool_choice_enforced.labels(*self._um(req), choice, outcome).inc(e.count)
+        self.tool_choice_enforced.add((*self._um(req), choice, outcome), e.count)
 
     def _on_tools_emulated(self, req: RequestEvents, e: Event) -> None:
-        self.tools_emulated.labels(*self._um(req)).inc(e.count)
+        self.tools_emulated.add(self._um(req), e.count)
 
     def _on_schemas_relaxed(self, req: RequestEvents, e: Event) -> None:
-        self.schemas_relaxed.labels(req.upstream).inc(e.count)
+        self.schemas_relaxed.add((req.upstream,), e.count)
 
     def _on_client_disconnect(self, req: RequestEvents, e: Event) -> None:
-        self.client_disconnects.labels(req.upstream).inc(e.count)
+        self.client_disconnects.add((req.upstream,), e.count)
 
     # -- measurements the request's owner reports -----------------------------------------
 

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from proxy.observe import events as ev
+from proxy.observe.events import Event, RequestEvents
 from proxy.observe.metrics import (
     DURATION_BUCKETS,
     OTHER,
@@ -376,3 +378,58 @@ def test_fast_counter_and_gauge_describe_without_samples() -> None:
         ("x", "counter", []), ("y", "gauge", [])]
     assert [(s.name, s.labels, s.value) for f in (*c.collect(), *g.collect())
             for s in f.samples] == [("x_total", {"a": "v"}, 2.0), ("y", {"a": "v"}, -1.0)]
+
+
+
+# -- the counters events move ----------------------------------------------------------------
+
+# Each event kind with a counter: the labels the event carries, and the counter's name and labels.
+EVENT_COUNTERS: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
+    ev.REFUSAL: (("capability",), "latchgate_refusals_total", ("upstream", "model", "capability")),
+    ev.FIELD_DROPPED: (("field",), "latchgate_fields_dropped_total", ("upstream", "field")),
+    ev.RETRY: (("reason",), "latchgate_retries_total", ("upstream", "reason")),
+    ev.SILENT: (("phase",), "latchgate_endpoint_silent_total", ("upstream", "phase")),
+    ev.OVERFLOW: (("where",), "latchgate_context_overflow_total", ("upstream", "model", "where")),
+    ev.TOOL_RECOVERED: (
+        ("format",), "latchgate_tool_calls_recovered_total", ("upstream", "model", "format")),
+    ev.ARGUMENTS: (
+        ("outcome",), "latchgate_tool_arguments_repaired_total", ("upstream", "model", "outcome")),
+    ev.TOOL_HEALED: (
+        ("outcome",), "latchgate_tool_calls_healed_total", ("upstream", "model", "outcome")),
+    ev.TOOL_CHOICE_ENFORCED: (("choice", "outcome"), "latchgate_tool_choice_enforced_total",
+                              ("upstream", "model", "choice", "outcome")),
+    ev.TOOLS_EMULATED: ((), "latchgate_tools_emulated_total", ("upstream", "model")),
+    ev.SCHEMAS_RELAXED: ((), "latchgate_schemas_relaxed_total", ("upstream",)),
+    ev.CLIENT_DISCONNECT: ((), "latchgate_client_disconnects_total", ("upstream",)),
+}
+EVENT = st.tuples(
+    st.sampled_from(sorted(EVENT_COUNTERS)),
+    st.sampled_from(("top_k", "min_p", "typical_p")),  # droppable: a field keeps its name
+    st.integers(0, 5),
+    st.sampled_from(("local", "remote")),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(EVENT, max_size=30))
+def test_event_counters_render_as_prometheus_client_counters(
+    events: list[tuple[str, str, int, str]],
+) -> None:
+    """The counters events move are plain accumulators: `/metrics` shows of them what the
+    prometheus_client `Counter`s they replaced showed, the same series with the same values."""
+    m = Metrics(CollectorRegistry())
+    registry = CollectorRegistry()
+    reference = {kind: Counter(name, "x", labelnames, registry=registry)
+                 for kind, (_, name, labelnames) in EVENT_COUNTERS.items()}
+    for kind, value, count, upstream in events:
+        carried, _, labelnames = EVENT_COUNTERS[kind]
+        req = RequestEvents("r", upstream=upstream, model="qwen3", listeners=[m.on_event])
+        req.add(Event(kind, "", dict.fromkeys(carried, value), count))
+        given_ = {"upstream": upstream, "model": "qwen3", **dict.fromkeys(carried, value)}
+        reference[kind].labels(*(given_[n] for n in labelnames)).inc(count)
+    names = {name for _, name, _ in EVENT_COUNTERS.values()}
+    ours = {k: v for k, v in samples(m.render()[0]).items() if k[0] in names}
+    theirs = {k: v for k, v in samples(generate_latest(registry)).items() if k[0] in names}
+    assert ours == theirs
+    assert len(theirs) == len({(e[0], e[1], e[3]) for e in events if EVENT_COUNTERS[e[0]][0]}
+                              | {(e[0], e[3]) for e in events if not EVENT_COUNTERS[e[0]][0]})
