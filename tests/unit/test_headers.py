@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import string
+
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy.headers import header_value
 
@@ -32,3 +37,14 @@ def test_notices_value_round_trips_any_text() -> None:
     value = notices_value(said)
     assert value.isascii() and value.isprintable()
     assert orjson.loads(value) == said
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.text(), st.text(alphabet=string.printable))))
+def test_notices_value_is_what_json_dumps_writes(said: list[str]) -> None:
+    """The header's bytes do not depend on which encoder wrote them (orjson for printable
+    ASCII, the standard library's otherwise)."""
+    from proxy.headers import notices_value
+
+    flat = [" ".join(n.split()) for n in said]
+    assert notices_value(said) == json.dumps(flat, ensure_ascii=True)
