@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 # Reasoning blocks, whose text is never a call: `<think>` (Qwen3, DeepSeek R1, GLM, Kimi...),
 # Magistral's `[THINK]`, Seed-OSS's `<seed:think>`, Command R7B/A's `<|START_THINKING|>`,
 # Apertus' `<|inner_prefix|>`, Kimi K3's `<|open|>think<|sep|>`.
@@ -263,6 +265,9 @@ class Next:
         return self._hit
 
 
+_JSON_CLOSERS = {"{": "}", "[": "]"}
+
+
 class Scan:
     """Bounded value scans over one text for one marker (the linear-time guard).
 
@@ -309,11 +314,37 @@ class Scan:
     def value(self, i: int) -> int | None:
         """value_end bounded by the next marker (extended while the budget lasts)."""
         limit = self.limit(i)
+        end = self._json_to_close(i, limit)
+        if end is not None:
+            return end
         end = value_end(self.s, i, limit)
         if end is None and limit < len(self.s) and self._budget > 0:
             end = value_end(self.s, i)
             self._budget -= (end or len(self.s)) - i
         return end
+
+    def _json_to_close(self, i: int, limit: int) -> int | None:
+        """Where the value at s[i] ends when all the format's tag holds is one JSON object or
+        array (the usual call: `<tool_call>{...}</tool_call>`); None to scan for it.
+
+        Then `value_end` would find its end there, as JSON has no quote, bracket or parenthesis
+        outside its strings but its own. One parse in C instead of a regex search for each
+        quote and bracket: 0.25 µs against 2.9 for a one-argument call (issue 17)."""
+        s = self.s
+        closer = _JSON_CLOSERS.get(s[i])
+        if closer is None or self._close is None:
+            return None
+        c = self._close.at(i)
+        if not 0 <= c < limit:
+            return None
+        body = s[i:c].rstrip()
+        if not body.endswith(closer):
+            return None
+        try:
+            orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None  # a value and text after it, a repairable one, or no JSON: scanned
+        return i + len(body)
 
     def close_at(self, i: int) -> int:
         """The format's close tag after s[i] and before the next marker, or -1."""

@@ -4,8 +4,14 @@ research section 13)."""
 
 from __future__ import annotations
 
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from proxy.observe.events import ARGUMENTS
 from proxy.toolcalls.recovery import find_calls, process_response, tool_schemas
+from proxy.toolcalls.scan import Scan
 from tests.unit.toolcalls.whole_reply import TOOLS, run, stays_text
 
 # -- An unclosed value does not swallow the rest of the reply -------------------------------------
@@ -136,3 +142,39 @@ def test_only_the_cut_call_is_flagged_among_several() -> None:
         "length",
     )
     assert _outcomes(text, "length") == ("length", ["truncated"])
+
+
+# -- A tag that holds one JSON value: parsed, not scanned ---------------------------------------
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+# What a model writes between the tag and its value, and what may come after the value: text
+# that turns the body into something other than one value (a second value, prose, a bracket).
+AROUND = st.sampled_from(["", " ", "\n", "; {}", " x", "}", "]", ")", "'", '"', "</tool_call>"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    value=JSON_VALUES.filter(lambda v: isinstance(v, list | dict)),
+    indent=st.booleans(),
+    ascii_only=st.booleans(),
+    after=AROUND,
+    tail=st.sampled_from(["", "</tool_call>", "</tool_call> then <tool_call>{}", "<tool_call>"]),
+)
+def test_a_tag_holding_one_json_value_ends_where_the_scan_ends_it(
+    value: object, indent: bool, ascii_only: bool, after: str, tail: str
+) -> None:
+    """`Scan.value` parses the text up to the close tag when that is one JSON object or array,
+    and scans it otherwise: where the value ends is the same either way (a Scan without the
+    close tag scans only)."""
+    body = json.dumps(value, indent=1 if indent else None, ensure_ascii=ascii_only)
+    s = f"<tool_call>{body}{after}{tail}"
+    i = len("<tool_call>")
+    parsed = Scan(s, "<tool_call>", "</tool_call>").value(i)
+    scanned = Scan(s, "<tool_call>", None).value(i)
+    assert parsed == scanned
+    if not after.strip() and tail.startswith("</tool_call>"):
+        assert parsed == i + len(body)  # the case parsed, not scanned
