@@ -77,6 +77,7 @@ MODULES = (
     "proxy.path.usage",
     "proxy.path.whole",
     "proxy.toolcalls.arguments",
+    "proxy.toolcalls.formats.tagged",
     "proxy.toolcalls.leading",
     "proxy.toolcalls.recovery",
     "proxy.toolcalls.scan",
