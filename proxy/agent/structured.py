@@ -160,6 +160,9 @@ class JsonInWordsStream:
     def hold_texts(self, texts: list[str]) -> int:
         return 0
 
+    def refuses_texts(self) -> bool:
+        return True  # neither of the two above takes any
+
     def add_arguments(self, call: int, texts: list[str]) -> int:
         return 0
 

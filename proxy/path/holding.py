@@ -61,6 +61,11 @@ class EventsStream:
     def hold_texts(self, texts: list[str]) -> int:
         return self.inner.hold_texts(texts)  # no events: past the limit, `feed` gives up
 
+    def refuses_texts(self) -> bool:
+        # What `HoldingStream` adds to `pass_texts` only refuses more, and it leaves
+        # `hold_texts` to the processor: the processor's refusal is the stream's.
+        return self.inner.refuses_texts()
+
     def pass_inert(self) -> bool:
         return self.inner.pass_inert()
 

@@ -288,6 +288,11 @@ class StreamProcessor(Protocol):
         held back whole, as inside a call); the rest go through `feed`."""
         ...
 
+    def refuses_texts(self) -> bool:
+        """Whether `pass_texts` and `hold_texts` would both take none of any texts right now:
+        then the relay reads no text events for them, and the walk feeds the next one."""
+        ...
+
     def add_arguments(self, call: int, texts: list[str]) -> int:
         """How many of the chunks adding `texts` to the arguments of tool call `call` (one
         each, in order, fragments with an index and arguments alone) are taken in, with nothing

@@ -337,6 +337,8 @@ class StreamRelay:
         # reading a whole batch it would refuse is wasted work.
         most = 1 if self.holding else 64
         for shape in self.shapes.values():
+            if shape.call is None and processor.refuses_texts():
+                continue  # the walk feeds it: reading the run would be for nothing
             bodies, texts = text_events.read(shape, region, pos, most)
             if texts:
                 break

@@ -419,6 +419,18 @@ class StreamToolProcessor:
         state.held += "".join(texts[:taken])
         return taken
 
+    def refuses_texts(self) -> bool:
+        """Whether `pass_texts` and `hold_texts` would both take none of any texts now (their
+        first checks, together): the first choice holds text that may begin a call but is not
+        inside one yet, or assembles calls, or there are several. A text call's first chunks:
+        the relay read every event after the first for nothing (issue 17)."""
+        state = self._choices.get(0)
+        if state is None:
+            return False
+        if state.native or state.finished or len(self._choices) > 1:
+            return True
+        return bool(state.held) and (not state.triggered or state.given_up)
+
     def add_arguments(self, call: int, texts: list[str]) -> int:
         """How many of the chunks that add `texts` to the arguments of tool call `call` (the
         fragments' index; fragments with an index and arguments alone) are taken in, from the

@@ -245,6 +245,9 @@ class FeedsEveryEvent:
     def hold_texts(self, texts: list[str]) -> int:
         return 0
 
+    def refuses_texts(self) -> bool:
+        return True
+
     def add_arguments(self, call: int, texts: list[str]) -> int:
         return 0
 

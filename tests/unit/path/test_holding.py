@@ -38,6 +38,9 @@ class Echo:
     def hold_texts(self, texts: list[str]) -> int:
         return 0
 
+    def refuses_texts(self) -> bool:
+        return False  # it passes every text
+
     def add_arguments(self, call: int, texts: list[str]) -> int:
         return 0
 

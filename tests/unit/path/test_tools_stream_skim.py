@@ -61,6 +61,9 @@ class Around:
     def hold_texts(self, texts: list[str]) -> int:
         return self.inner.hold_texts(texts)
 
+    def refuses_texts(self) -> bool:
+        return self.inner.refuses_texts()
+
     def add_arguments(self, call: int, texts: list[str]) -> int:
         return self.inner.add_arguments(call, texts)
 
