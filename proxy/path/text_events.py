@@ -186,16 +186,20 @@ def _strings(bodies: list[bytes], joined: bytes | None = None) -> list[str]:
     quote, control character, bad escape, or bytes that are not UTF-8).
 
     Parsed as one array, `["b1","b2",...]`, in one call. That its strings are the bodies one for
-    one needs each `","` to be a boundary: so no body may hold a quote or end in a backslash
-    (such text is decoded one body at a time instead). `joined`: the bodies joined so, when
-    the caller has them.
+    one needs each `","` to be a boundary: so no body may hold a quote that is not escaped, or
+    end in a backslash (such text is decoded one body at a time instead). `joined`: the bodies
+    joined so, when the caller has them.
     """
     if not bodies:
         return []
     if joined is None:
         joined = b'","'.join(bodies)
     quotes = 2 * (len(bodies) - 1)  # the joints' own: any more are in a body
-    if joined.count(b'"') == quotes and b'\\","' not in joined and not joined.endswith(b"\\"):
+    if (
+        _unescaped_quotes(joined) == quotes
+        and b'\\","' not in joined
+        and not joined.endswith(b"\\")
+    ):
         try:
             texts: list[str] = orjson.loads(b'["%s"]' % joined)
             return texts
@@ -208,3 +212,17 @@ def _strings(bodies: list[bytes], joined: bytes | None = None) -> list[str]:
         except orjson.JSONDecodeError:
             break
     return out
+
+
+def _unescaped_quotes(joined: bytes) -> int:
+    """How many quotes of `joined` are not escaped, or -1 when that is not told by counting.
+
+    Text that quotes someone, or a call written as text (`{"name": ...`), has its quotes
+    escaped (`\\"`): counted out, it is read as one array too. With an escaped backslash as
+    well (`\\\\`), a quote after a backslash may be escaped or not: -1."""
+    quotes = joined.count(b'"')
+    if b'\\"' not in joined:
+        return quotes  # no quote follows a backslash
+    if b"\\\\" in joined:
+        return -1
+    return quotes - joined.count(b'\\"')

@@ -485,3 +485,30 @@ def test_the_processor_lets_a_chunk_that_adds_nothing_by_only_while_it_holds_not
     delta = {"reasoning_content": "call it"}
     thinking.feed({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
     assert not thinking.pass_inert()  # a call may be read from the reasoning at the end
+
+
+def _one_at_a_time(bodies: list[bytes]) -> list[str]:
+    """The bodies decoded each on its own, up to the first that is no JSON string's body."""
+    out: list[str] = []
+    for body in bodies:
+        try:
+            out.append(orjson.loads(b'"%s"' % body))
+        except orjson.JSONDecodeError:
+            break
+    return out
+
+
+_BODIES = st.one_of(
+    # What a server writes: any text, its quotes and backslashes escaped.
+    st.builds(lambda t: orjson.dumps(t)[1:-1], st.text(alphabet='ab "\\\n{}:', max_size=8)),
+    # What a slice that is no string's body may hold: a raw quote, a lone backslash at the end.
+    st.sampled_from([b'a"b', b"a\\", b'\\\\"', b'"', b"\\", b'\\"', b'x\\\\\\"y', b"\\q"]),
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(_BODIES, max_size=8))
+def test_bodies_decoded_together_are_what_each_decoded_alone_is(bodies: list[bytes]) -> None:
+    """Read as one array (escaped quotes counted out) or body by body, the texts are the same:
+    every body up to the first that is no string's."""
+    assert text_events._strings(bodies) == _one_at_a_time(bodies)
