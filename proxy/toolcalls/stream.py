@@ -1108,7 +1108,7 @@ def _ends_line(s: str, i: int) -> bool:
 
 def _may_be_pythonic(s: str, j: int) -> bool | None:
     """Whether `s[j:]`, after a list's `[`, can still open a pythonic call: a dotted name, then
-    `(` (values.pythonic_calls); None while the name may still be arriving."""
+    `(` (pythonic.pythonic_calls); None while the name may still be arriving."""
     if not (s[j].isalpha() or s[j] == "_"):
         return False
     k = j + 1

@@ -1,25 +1,25 @@
-"""Calls from values: a parsed JSON (or pythonic) value read as calls, and a parameter's text
-typed by the tool's schema.
+"""Calls from values: a parsed JSON value read as calls, and a parameter's text typed by the
+tool's schema.
 
 Every format ends in one of these once its markers are stripped: JSON objects in a wrapper or a
 list (`json_calls`), an object cut off at the end of a reply (`partial_calls`), Python-style
-calls (`pythonic_calls`), or XML-style parameters whose text is typed by the schema
-(`typed_value`).
+calls (`pythonic_calls`, in `pythonic.py`), or XML-style parameters whose text is typed by the
+schema (`typed_value`). Compiled (proxy/compiled.py): a wrapper nested in a wrapper is opened
+by a loop over a stack, not by recursion.
 """
 
 from __future__ import annotations
 
 import ast
-import keyword
 import math
 import re
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from proxy.toolcalls.arguments import loads_lenient
+from proxy.toolcalls.pythonic import pythonic_calls
 from proxy.toolcalls.scan import Scan, past_end_tokens, skip, string_end, value_end
 from proxy.toolcalls.spans import Ctx, RawCall, Schemas
 
@@ -56,42 +56,94 @@ def calls_from_value(
     if isinstance(value, dict):
         return _calls_from_obj(value, repaired, schemas, strict)
     if isinstance(value, list) and value:
-        calls: list[RawCall] = []
-        for item in value:
-            found = (
-                _calls_from_obj(item, repaired, schemas, strict) if isinstance(item, dict) else None
-            )
-            if not found:
-                if strict:
-                    return None  # no marker: a list with anything but calls in it is data
-                continue  # a marker vouches for its calls: an unreadable one is dropped alone
-            calls.extend(found)
-        return calls or None
+        return _calls_from_list(value, repaired, schemas, strict)
     return None
 
 
 def _calls_from_obj(
     obj: dict[str, Any], repaired: bool, schemas: Schemas, strict: bool
 ) -> list[RawCall] | None:
-    """The calls one JSON object stands for: a wrapper (`tool_calls`, `tool_call`,
-    `function`) opened, Apertus' `{"NAME": {args}}`, or one `{name, arguments}` call."""
-    if isinstance(obj.get("tool_calls"), list) and len(obj) == 1:
-        return calls_from_value(obj["tool_calls"], repaired, schemas, strict)
-    if isinstance(obj.get("tool_call"), dict) and len(obj) == 1:
-        return _calls_from_obj(obj["tool_call"], repaired, schemas, strict)
-    if strict and obj.get("type", "function") != "function":
-        return None
-    if isinstance(obj.get("function"), dict):
-        inner = {k: v for k, v in obj.items() if k not in ("function", "type", "id")}
-        return _calls_from_obj({**inner, **obj["function"]}, repaired, schemas, strict)
+    """The calls one JSON object stands for (see `_opened`)."""
+    items, calls = _opened(obj, repaired, schemas, strict)
+    return calls if items is None else _calls_from_list(items, repaired, schemas, strict)
+
+
+class _Reading:
+    """A list of calls being read (`_calls_from_list`): its items, the next one's place, and
+    the calls read from those before it."""
+
+    __slots__ = ("calls", "items", "next")
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+        self.next = 0
+        self.calls: list[RawCall] = []
+
+
+def _calls_from_list(
+    items: list[Any], repaired: bool, schemas: Schemas, strict: bool
+) -> list[RawCall] | None:
+    """The calls of a non-empty list's items, in order (see `calls_from_value`). An item that
+    wraps a list of its own (`{"tool_calls": [...]}`) is read on a stack of the lists open, so
+    that a model's nesting, however deep, costs no recursion."""
+    stack = [_Reading(items)]
+    found: list[RawCall] | None = None  # what the item read last gave
+    opened = True  # the list on top has just been opened: no item of it is read yet
+    while stack:
+        top = stack[-1]
+        if not opened:
+            if found:
+                top.calls.extend(found)
+            elif strict:
+                stack.pop()  # no marker: a list with anything but calls in it is data
+                continue  # `found` (None) is what the list gave
+            # else a marker vouches for its calls: an unreadable one is dropped alone
+        opened = False
+        if top.next == len(top.items):
+            stack.pop()
+            found = top.calls or None
+            continue
+        item = top.items[top.next]
+        top.next += 1
+        found = None
+        if isinstance(item, dict):
+            inner, found = _opened(item, repaired, schemas, strict)
+            if inner is not None:
+                stack.append(_Reading(inner))
+                opened = True
+    return found
+
+
+def _opened(
+    obj: dict[str, Any], repaired: bool, schemas: Schemas, strict: bool
+) -> tuple[list[Any] | None, list[RawCall] | None]:
+    """What one JSON object stands for, its wrappers (`tool_call`, `function`) opened: the
+    non-empty list of a `tool_calls` wrapper to read (and None), or None and its calls: those
+    of Apertus' `{"NAME": {args}}` or of one `{name, arguments}` call, None when it is neither."""
+    while True:
+        if len(obj) == 1:
+            listed = obj.get("tool_calls")
+            if isinstance(listed, list):
+                return (listed, None) if listed else (None, None)
+            inner = obj.get("tool_call")
+            if isinstance(inner, dict):
+                obj = inner
+                continue
+        if strict and obj.get("type", "function") != "function":
+            return None, None
+        function = obj.get("function")
+        if not isinstance(function, dict):
+            break
+        rest = {k: v for k, v in obj.items() if k not in ("function", "type", "id")}
+        obj = {**rest, **function}
     if len(obj) == 1:
         ((key, val),) = obj.items()
         if key in schemas and isinstance(val, dict):  # Apertus: {"NAME": {args}}
             # Only when every key is a parameter of that tool: {"search": {"enabled": true}}
             # is configuration, not a call.
             fits = bool(val) and set(val) <= set(tool_props(schemas, key))
-            return [(key, val, repaired)] if fits else None
-    return _named_call(obj, repaired, strict)
+            return None, [(key, val, repaired)] if fits else None
+    return None, _named_call(obj, repaired, strict)
 
 
 def _named_call(obj: dict[str, Any], repaired: bool, strict: bool) -> list[RawCall] | None:
@@ -122,6 +174,17 @@ def json_calls(text: str, schemas: Schemas, strict: bool = False) -> list[RawCal
     say for one item's `NaN`, is read item by item, and the readable calls are kept.
     """
     stripped = text.strip()
+    found = _parsed_calls(text, stripped, schemas, strict)
+    if found is None and stripped.startswith("["):
+        found = pythonic_calls(stripped, schemas, strict)
+        if found is None and not strict:
+            found = _listed_calls(stripped, schemas)
+    return found
+
+
+def _parsed_calls(text: str, stripped: str, schemas: Schemas, strict: bool) -> list[RawCall] | None:
+    """`json_calls` of `text` (`stripped`: without the whitespace around it) as one parsed
+    value, before a list is read any other way."""
     parsed = _plain_json(stripped)
     if parsed is not None:
         # Valid JSON with no escape in it: its keys are the parsed ones, and the look at them
@@ -132,12 +195,7 @@ def json_calls(text: str, schemas: Schemas, strict: bool = False) -> list[RawCal
         return None
     else:
         parsed = loads_lenient(text)
-    found = calls_from_value(parsed[0], parsed[1], schemas, strict) if parsed is not None else None
-    if found is None and stripped.startswith("["):
-        found = pythonic_calls(stripped, schemas, strict)
-        if found is None and not strict:
-            found = _listed_calls(stripped, schemas)
-    return found
+    return calls_from_value(parsed[0], parsed[1], schemas, strict) if parsed is not None else None
 
 
 def _listed_calls(text: str, schemas: Schemas) -> list[RawCall] | None:
@@ -148,7 +206,8 @@ def _listed_calls(text: str, schemas: Schemas) -> list[RawCall] | None:
         end = value_end(text, i)
         if end is None:
             break
-        calls.extend(json_calls(text[i:end], schemas) or [])
+        item = text[i:end]  # an object: what `json_calls` reads of it is its parse
+        calls.extend(_parsed_calls(item, item.strip(), schemas, False) or [])
         i = skip(text, end, ",")
     return calls or None
 
@@ -171,14 +230,18 @@ def _value_may_be_call(value: Any, schemas: Schemas) -> bool:
             return False
         first = value[0]
         if type(first) is dict:
-            return _value_may_be_call(first, schemas)
+            return _keys_may_be_call(first, schemas)
         # `[true, ...]`: its first element opens like an identifier, as `_may_be_call` asks.
         return first is True or first is False or first is None
     if type(value) is not dict:
         return False
-    return any(k in value for k in (*_NAME_KEYS, *_WRAPPER_KEYS)) or any(
-        k in schemas for k in value
-    )
+    return _keys_may_be_call(value, schemas)
+
+
+def _keys_may_be_call(keys: dict[str, Any], schemas: Schemas) -> bool:
+    """Whether an object with these keys may be a call: a name or a wrapper, or a tool's name
+    (Apertus)."""
+    return any(k in keys for k in (*_NAME_KEYS, *_WRAPPER_KEYS)) or any(k in schemas for k in keys)
 
 
 def _may_be_call(text: str, schemas: Schemas) -> bool:
@@ -187,10 +250,10 @@ def _may_be_call(text: str, schemas: Schemas) -> bool:
     if text.startswith("["):
         i = skip(text, 1)
         return i < len(text) and (
-            (text[i] == "{" and _may_be_call(text[i:], schemas)) or text[i].isidentifier()
+            (text[i] == "{" and _keys_may_be_call(_top_keys(text[i:]), schemas))
+            or text[i].isidentifier()
         )
-    keys = _top_keys(text)
-    return any(k in keys for k in (*_NAME_KEYS, *_WRAPPER_KEYS)) or any(k in schemas for k in keys)
+    return _keys_may_be_call(_top_keys(text), schemas)
 
 
 def partial_calls(text: str, schemas: Schemas) -> list[RawCall]:
@@ -201,7 +264,8 @@ def partial_calls(text: str, schemas: Schemas) -> list[RawCall]:
         while i < len(text) and text[i] == "{":
             end = value_end(text, i)
             if end is None:
-                return calls + partial_calls(text[i:], schemas)
+                last = _partial_object(text[i:])  # the object cut off, as a value alone is read
+                return [*calls, last] if last is not None else calls
             calls.extend(json_calls(text[i:end], schemas) or [])
             i = skip(text, end, ",")
         return calls
@@ -268,220 +332,6 @@ def _string_at(text: str, i: int) -> str | None:
         return None
     j = string_end(text, i)
     return text[i + 1 : j - 1] if j > 0 else None
-
-
-def pythonic_calls(
-    text: str, schemas: Schemas | None = None, strict: bool = False
-) -> list[RawCall] | None:
-    """`[f(a=1), g(b='x')]`, one bare call, or calls one after another (OLMo 3 writes one a
-    line) -> calls: keyword arguments with literal values only.
-
-    Each call is read on its own. Python's literals, and JSON's `true`/`false`/`null` (OLMo 3,
-    vLLM reads them too); dotted names (`ns.tool(...)`, as vLLM reads them); raw newlines and
-    unescaped apostrophes inside a string, which Python refuses but a model writes. Not a call:
-    positional arguments, non-finite numbers (`1e999`), bytes, sets, expressions, and integers
-    with leading zeros (`007`): Python refuses them, and so do vLLM's and SGLang's pythonic
-    parsers (the call stays text, vLLM drops it from its list); guessing 7 or "007" would change
-    what the model wrote. With `strict` (no marker) every element must be a readable call;
-    without, a marker vouches for the list and an unreadable call is dropped, its siblings kept.
-    """
-    parts = _py_elements(text.strip())
-    if parts is None:
-        return None
-    calls: list[RawCall] = []
-    for part in parts:
-        call = _py_call_text(part, schemas)
-        if call is None:
-            if strict:
-                return None
-            continue
-        calls.append(call)
-    return calls or None
-
-
-def _py_elements(text: str) -> list[str] | None:
-    """The calls' texts of `[f(..), g(..)]`, or of `f(..)` and `g(..)` one after another (on
-    lines of their own, or `;` between), split string-aware; None when an element is not
-    `name(...)` (`[1, 2]`, `[sunny]`)."""
-    listed = text.startswith("[")
-    i = skip(text, 1) if listed else 0
-    parts: list[str] = []
-    while i < len(text):
-        if listed and text[i] == "]":
-            return parts if skip(text, i + 1) == len(text) else None
-        j = _name_end(text, i)
-        k = skip(text, j)
-        if j == i or k >= len(text) or text[k] != "(":
-            return None
-        end = value_end(text, k)
-        if end is None:
-            return None
-        parts.append(text[i:end])
-        i = skip(text, end, "," if listed else ";")
-    return None if listed else parts
-
-
-def _name_end(text: str, i: int) -> int:
-    """Where a dotted Python name starting at text[i] ends (i when none starts there)."""
-    if i >= len(text) or not (text[i].isalpha() or text[i] == "_"):
-        return i
-    j = i + 1
-    while j < len(text) and (text[j].isalnum() or text[j] in "_."):
-        j += 1
-    return j
-
-
-def _py_call_text(text: str, schemas: Schemas | None) -> RawCall | None:
-    """One call's text read as Python; only text Python refuses is mended (`_py_source`), so
-    `cmd='ls' + ' -la'` stays an expression, not one string."""
-    for source in (text, None):
-        try:
-            with warnings.catch_warnings():
-                # `'\d'` is kept as written; Python warns (Deprecation- before 3.12, then Syntax-)
-                warnings.simplefilter("ignore", DeprecationWarning)
-                warnings.simplefilter("ignore", SyntaxWarning)
-                node = ast.parse(_py_source(text) if source is None else source, mode="eval")
-            return _pythonic_call(node.body, schemas)
-        except SyntaxError:
-            continue
-        except (ValueError, TypeError, MemoryError, RecursionError):
-            return None
-    return None
-
-
-# What may follow a backslash in a Python string; any other backslash is the model's own
-# (`C:\users`), doubled so that Python neither warns nor fails (`\us` is no `\uXXXX` escape).
-_PY_ESCAPES = frozenset("\\'\"abfnrtv01234567\n")
-_PY_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
-_HEX = frozenset("0123456789abcdefABCDEF")
-
-
-def _py_source(text: str) -> str:
-    """One call's text with its plain strings made valid Python: raw newlines escaped, an
-    apostrophe inside '...' escaped (it closes the string only before `,)]}:`, as in
-    toolcalls.scan), unknown escapes kept literally. Prefixed and triple-quoted strings are
-    copied as they are."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c not in "'\"":
-            if (m := _KEYWORD_ARG.match(text, i)) is not None and m.group(1) in _KEYWORDS:
-                out.append(_KEYWORD_PREFIX + m.group(1))  # `from=`: a Python keyword as name
-                i = m.end(1)
-                continue
-            out.append(c)
-            i += 1
-            continue
-        triple = text.startswith(c * 3, i)
-        end = text.find(c * 3, i + 3) + 3 if triple else string_end(text, i)
-        if end < (3 if triple else 1):
-            out.append(text[i:])
-            break
-        prefixed = i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_")
-        body = text[i + 1 : end - 1]
-        out.append(text[i:end] if triple or prefixed else c + _py_body(body, c) + c)
-        i = end
-    return "".join(out)
-
-
-# An argument named like a Python keyword (`book_flight(from="SFO")`, OLMo 3 in Ollama's tests)
-# is renamed for the parse and named back (`_pythonic_call`).
-_KEYWORDS = frozenset(keyword.kwlist)
-_KEYWORD_ARG = re.compile(r"(?<=[(,])\s*([A-Za-z_]\w*)(?=\s*=(?!=))")
-_KEYWORD_PREFIX = "_latchgate_keyword_"
-
-
-def _py_body(body: str, quote: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(body):
-        c = body[i]
-        if c == "\\" and i + 1 < len(body):
-            nxt = body[i + 1]
-            out.append(c + nxt if _py_escape(body, i + 1) else "\\\\" + nxt)
-            i += 2
-            continue
-        out.append("\\n" if c == "\n" else "\\r" if c == "\r" else "\\" + c if c == quote else c)
-        i += 1
-    return "".join(out)
-
-
-def _py_escape(body: str, i: int) -> bool:
-    """Whether the backslash before body[i] starts a valid Python escape."""
-    c = body[i]
-    if c in _PY_HEX_ESCAPES:
-        digits = body[i + 1 : i + 1 + _PY_HEX_ESCAPES[c]]
-        return len(digits) == _PY_HEX_ESCAPES[c] and set(digits) <= _HEX
-    if c == "N":
-        return body.startswith("{", i + 1)
-    return c in _PY_ESCAPES
-
-
-def _pythonic_call(node: ast.expr, schemas: Schemas | None = None) -> RawCall | None:
-    if not isinstance(node, ast.Call) or node.args:
-        return None
-    name = _dotted_name(node.func)
-    if name is None:
-        return None
-    if name.endswith(".call") and not (schemas and name in schemas):
-        name = name[: -len(".call")]  # Llama built-in: brave_search.call(query="...")
-    args: dict[str, Any] = {}
-    for kw in node.keywords:
-        if kw.arg is None:
-            return None  # **kwargs
-        key = kw.arg.removeprefix(_KEYWORD_PREFIX)
-        try:
-            args[key] = _py_value(kw.value)
-        except _NotLiteral:
-            return None
-    return (name, args, False)
-
-
-def _dotted_name(func: ast.expr) -> str | None:
-    """`tool` or `ns.tool` (vLLM keeps the dots); None for anything else (`f()()`, `a[0]`)."""
-    parts: list[str] = []
-    while isinstance(func, ast.Attribute):
-        parts.append(func.attr)
-        func = func.value
-    if not isinstance(func, ast.Name):
-        return None
-    return ".".join([func.id, *reversed(parts)])
-
-
-class _NotLiteral(ValueError):
-    """A pythonic argument that is no JSON value."""
-
-
-_JSON_WORDS: dict[str, Any] = {"true": True, "false": False, "null": None}
-
-
-def _py_value(node: ast.expr) -> Any:
-    """A literal argument as its JSON value; raises _NotLiteral for anything JSON cannot hold."""
-    if isinstance(node, ast.Constant):
-        value = node.value
-        if value is None or isinstance(value, (str, bool, int)):
-            return value
-        if isinstance(value, float) and value - value == 0:  # inf - inf and nan are nan
-            return value
-        raise _NotLiteral(repr(value))  # bytes, complex, Ellipsis, inf, nan
-    if isinstance(node, ast.Name) and node.id in _JSON_WORDS:
-        return _JSON_WORDS[node.id]
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [_py_value(e) for e in node.elts]
-    if isinstance(node, ast.Dict):
-        out: dict[str, Any] = {}
-        for key, item in zip(node.keys, node.values, strict=True):
-            k = _py_value(key) if key is not None else None  # None: `**mapping`
-            if not isinstance(k, str):
-                raise _NotLiteral("key")
-            out[k] = _py_value(item)
-        return out
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _py_value(node.operand)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return -value if isinstance(node.op, ast.USub) else value
-    raise _NotLiteral(type(node).__name__)
 
 
 # -- a parameter's text typed by its schema (XML-parameter formats: Qwen3-Coder, GLM, ...) -----

@@ -20,9 +20,10 @@ from __future__ import annotations
 import re
 
 from proxy.toolcalls.formats.blocks import Item, each_block, wrapped_spans
+from proxy.toolcalls.pythonic import pythonic_calls
 from proxy.toolcalls.scan import Scan, skip
 from proxy.toolcalls.spans import Ctx, Family, RawCall, Span
-from proxy.toolcalls.values import json_seq, pythonic_calls
+from proxy.toolcalls.values import json_seq
 
 OPEN, CLOSE = "<function_calls>", "</function_calls>"
 # A call's head: a name (Llama's `brave_search.call` style dots allowed), then its `(`.

@@ -14,9 +14,10 @@ import re
 
 from proxy.toolcalls.formats.glm import glm_call
 from proxy.toolcalls.formats.qwen3_coder import function_tag
+from proxy.toolcalls.pythonic import pythonic_calls
 from proxy.toolcalls.scan import Scan, skip, skip_back, value_end
 from proxy.toolcalls.spans import Ctx, Family, RawCall, Span
-from proxy.toolcalls.values import json_seq, pythonic_calls
+from proxy.toolcalls.values import json_seq
 
 _PYTHON_CALL = re.compile(r"[\w.]+\.call\(")
 _LFM2_CALL = re.compile(r"[A-Za-z_][\w.]*\s*\(")

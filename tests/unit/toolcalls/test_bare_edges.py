@@ -144,7 +144,7 @@ def test_the_step_count_sees_an_unbounded_line_scan(monkeypatch: pytest.MonkeyPa
 def test_pythonic_calls_one_a_line() -> None:
     # No `<function_calls>` marker is read yet (formats/tagged.py); when one is, its body is
     # calls one a line, which pythonic_calls already splits.
-    from proxy.toolcalls.values import pythonic_calls
+    from proxy.toolcalls.pythonic import pythonic_calls
 
     text = "get_weather(city='Paris')\nget_time(tz=\"UTC\")"
     assert pythonic_calls(text, SCHEMAS) == [(*PARIS[0], False), ("get_time", {"tz": "UTC"}, False)]
