@@ -84,6 +84,7 @@ MODULES = (
     "proxy.toolcalls.spans",
     "proxy.toolcalls.stream",
     "proxy.toolcalls.validation",
+    "proxy.toolcalls.values",
     "proxy.upstreams.pool",
     "proxy.upstreams.transport",
 )
