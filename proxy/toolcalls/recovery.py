@@ -40,6 +40,7 @@ from proxy.toolcalls.scan import (
     THINK_ENDERS,
     THINK_OPEN,
     first_match,
+    may_think,
     skip,
     skip_back,
     split_think,
@@ -245,6 +246,8 @@ def _late_think_end(scan: str, spans: list[Span]) -> int:
     (0: there is none). split_think reads forwards and stops at the first marker, so that a
     `</think>` in a call's arguments stays the call's; one outside every call still closes."""
     late = k = 0  # spans before k end at or before the tag looked at (both in text order)
+    if not may_think(scan):
+        return late
     for m in _THINK_CLOSE_RE.finditer(scan, spans[0].start):
         while k < len(spans) and spans[k].end <= m.start():
             k += 1

@@ -43,3 +43,14 @@ def test_a_string_far_longer_than_the_recursion_limit_is_built_without_nesting_c
     assert first_match({long}) == long
     assert closed_set({long[:k] for k in range(1, 6)}) == "a(?:b(?:a(?:b(?:a)?)?)?)?"
     assert closed_set({long}).count("(?:") == len(long) - 1  # its trie: that of its beginnings
+
+
+def test_every_think_tag_holds_a_word_that_tells_a_reply_may_think() -> None:
+    """`may_think` answers no think tag for a reply without any of THINK_WORDS: every tag must
+    hold one, or a block opened with it would be read as the reply's text."""
+    from proxy.toolcalls.scan import THINK_CLOSE, THINK_OPEN, THINK_WORDS, may_think
+
+    for tag in (*THINK_OPEN, *THINK_CLOSE):
+        assert any(word in tag for word in THINK_WORDS), tag
+        assert may_think(f"prose {tag} prose")
+    assert not may_think('<tool_call>{"name": "get_weather"}</tool_call> Thinking? no.')
