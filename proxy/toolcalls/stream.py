@@ -67,6 +67,9 @@ _TEMPLATE_KEYS = ("id", "object", "created", "model", "system_fingerprint", "ser
 _JUDGE_CHARS = frozenset("}])`>;")
 _THINK_ENDS = (*THINK_CLOSE, *THINK_ENDERS)
 _LEFT_OVER_SET = frozenset(LEFT_OVER)
+_THINK_OPEN_AT = re.compile(first_match(set(THINK_OPEN)))
+_THINK_CLOSE_AT = re.compile(first_match(set(THINK_CLOSE)))
+_THINK_ENDS_AT = re.compile(first_match(set(_THINK_ENDS)))
 
 
 def _with_extras(made: dict[str, Any], chunk: dict[str, Any]) -> dict[str, Any]:
@@ -99,11 +102,15 @@ class Markers:
     every marker) cost more than relaying a short answer."""
 
     triggers: tuple[str, ...]  # where a call can start
-    # Where the first of them begins, in one scan, and the triggers by their first character,
-    # in order (`StreamToolProcessor._first_trigger`): a find per trigger, over a hundred for
-    # every tool set, cost more than the rest of judging a held call's text.
+    # Where the first of them begins, in one scan, and what may begin there: the shortest
+    # trigger found (`first_match` ends at it) -> the triggers it begins, in order
+    # (`StreamToolProcessor._first_trigger`). A find per trigger, over a hundred for every tool
+    # set, cost more than the rest of judging a held call's text; so did trying every trigger
+    # with the same first character (`<`: nearly all of them).
     trigger_at: re.Pattern[str]
-    trigger_by_char: dict[str, tuple[str, ...]] = field(compare=False)  # kept hashable
+    trigger_by_start: dict[str, tuple[str, ...]] = field(compare=False)  # kept hashable
+    # The triggers that a think tag, a fence or a left-over begins (`_next_mark`): none today.
+    outranked: frozenset[str]
     prefixes: frozenset[str]  # every proper beginning of every marker the stream watches for
     longest: int  # the longest marker's length
     anywhere: re.Pattern[str]  # any whole marker
@@ -147,13 +154,20 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
     tags = [*marks, *THINK_OPEN, *_THINK_ENDS, *left, *([FENCE] if recover else [])]
     watched = [*tags, FENCE]  # _release looks for a fence even where no tail may begin one
     beginnings = {t[:k] for t in tags for k in range(1, len(t))}
-    by_char: dict[str, tuple[str, ...]] = {}
+    by_start: dict[str, list[str]] = {}
     for mark in marks:
-        by_char[mark[0]] = (*by_char.get(mark[0], ()), mark)
+        shortest = next(mark[:k] for k in range(1, len(mark) + 1) if mark[:k] in marks)
+        by_start.setdefault(shortest, []).append(mark)
     return Markers(
         triggers=marks,
         trigger_at=re.compile(first_match(set(marks))),
-        trigger_by_char=by_char,
+        trigger_by_start={start: tuple(found) for start, found in by_start.items()},
+        outranked=frozenset(
+            mark
+            for mark in marks
+            for tag in (*THINK_OPEN, *THINK_CLOSE, FENCE, *left)
+            if mark.startswith(tag) and mark != tag
+        ),
         prefixes=frozenset(beginnings),
         longest=max((len(t) for t in tags), default=0),
         anywhere=re.compile(
@@ -639,7 +653,7 @@ class StreamToolProcessor:
     def _past_think(self, state: _Choice, held: str, pos: int) -> int:
         """Where the think block open at `pos` ends (and the tail after it starts); -1 while it
         is still open."""
-        close = _first(held, _THINK_ENDS, pos)
+        close = _first_tag(held, _THINK_ENDS_AT, _THINK_ENDS, pos)
         if close is None:
             return -1
         state.in_think, state.at_tail_start, state.judged = False, True, -1
@@ -675,12 +689,29 @@ class StreamToolProcessor:
 
     def _next_mark(self, state: _Choice, held: str, pos: int, lines: int) -> tuple[int, str] | None:
         """The first marker, think tag, fence or line-opening value in `held` from `pos`."""
+        trigger = self._first_trigger(held, pos)
+        if trigger is not None and trigger[0] == pos and trigger[1] not in self._marks.outranked:
+            # Where a call opens a held text. Nothing begins before `pos`, and a tag of another
+            # kind beginning there too comes first only if it is shorter (tuples compare by
+            # text), which `outranked` rules out: one scan, not six (a test holds them equal).
+            return trigger
+        return self._every_mark(state, held, pos, lines, trigger)
+
+    def _every_mark(
+        self,
+        state: _Choice,
+        held: str,
+        pos: int,
+        lines: int,
+        trigger: tuple[int, str] | None,
+    ) -> tuple[int, str] | None:
+        """`_next_mark`, each kind searched for (`trigger`: the first trigger from `pos`)."""
         marks = [
             m
             for m in (
-                self._first_trigger(held, pos),
-                _first(held, THINK_OPEN, pos),
-                _first(held, THINK_CLOSE, pos),
+                trigger,
+                _first_tag(held, _THINK_OPEN_AT, THINK_OPEN, pos),
+                _first_tag(held, _THINK_CLOSE_AT, THINK_CLOSE, pos),
                 # After a fence judged not a call, no fenced block or bare run can be one: the
                 # prose around them holds a fence (formats/bare.py).
                 None if state.fences_done else _first(held, (FENCE,), pos),
@@ -697,8 +728,10 @@ class StreamToolProcessor:
         found = self._marks.trigger_at.search(held, pos)
         if found is None:
             return None
+        # Every trigger beginning there begins with the shortest, the one matched.
         at = found.start()
-        return at, next(t for t in self._marks.trigger_by_char[held[at]] if held.startswith(t, at))
+        begun = self._marks.trigger_by_start[found.group()]
+        return at, next(t for t in begun if held.startswith(t, at))
 
     def _still_possible(self, state: _Choice, held: str, pos: int) -> bool:
         # Re-judging only when a character that can close a value arrived keeps a long held
@@ -1080,6 +1113,19 @@ def _first(text: str, tags: list[str] | tuple[str, ...], start: int) -> tuple[in
         if k >= 0 and (best is None or k < best[0]):
             best = (k, tag)
     return best
+
+
+def _first_tag(
+    text: str, at: re.Pattern[str], tags: tuple[str, ...], start: int
+) -> tuple[int, str] | None:
+    """`_first(text, tags, start)` in one scan: `at` matches where any of `tags` begins (a
+    `first_match` of them), and of those beginning there the first in order is taken. The six
+    think tags of each kind, looked for with a find each, were half of finding a marker."""
+    found = at.search(text, start)
+    if found is None:
+        return None
+    k = found.start()
+    return k, next(tag for tag in tags if text.startswith(tag, k))
 
 
 def _search(text: str, pattern: re.Pattern[str] | None, start: int) -> tuple[int, str] | None:

@@ -15,8 +15,17 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
 from proxy.observe.events import ARGUMENTS, HOLDBACK_RELEASED, TOOL_RECOVERED
+from proxy.toolcalls.scan import END_TOKENS, THINK_CLOSE, THINK_ENDERS, THINK_OPEN
 from proxy.toolcalls.spans import NAME_MAX
-from proxy.toolcalls.stream import StreamToolProcessor, _first
+from proxy.toolcalls.stream import (
+    _THINK_CLOSE_AT,
+    _THINK_ENDS_AT,
+    _THINK_OPEN_AT,
+    StreamToolProcessor,
+    _Choice,
+    _first,
+    _first_tag,
+)
 from tests.steps import growth
 from tests.toolcall_case import TOOLS
 from tests.toolcall_corpus import CASES, END_OF_TURN, Case
@@ -484,6 +493,59 @@ def test_the_first_trigger_is_found_in_one_scan_as_a_find_per_trigger_finds_it(
     processor = StreamToolProcessor(TOOLS)
     expected = _first(held, processor._triggers, pos)
     assert processor._first_trigger(held, pos) == expected
+
+
+_MARK_PIECES = [
+    *_TRIGGER_PIECES,
+    *THINK_OPEN,
+    *THINK_CLOSE,
+    *END_TOKENS,
+    "</tool_call>",
+    "```",
+    "\n{",
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    held=st.lists(st.sampled_from(_MARK_PIECES), max_size=8).map("".join),
+    pos=st.integers(0, 30),
+    after=st.integers(0, 6),
+    fences_done=st.booleans(),
+)
+def test_a_mark_where_the_search_begins_is_the_one_every_search_finds(
+    held: str, pos: int, after: int, fences_done: bool
+) -> None:
+    # `_next_mark` reads only what begins at `pos` when a trigger does: what searching for
+    # every kind of mark finds.
+    processor = StreamToolProcessor(TOOLS)
+    state = _Choice(0)
+    state.fences_done = fences_done
+    lines = pos + after
+    expected = processor._every_mark(state, held, pos, lines, processor._first_trigger(held, pos))
+    assert processor._next_mark(state, held, pos, lines) == expected
+
+
+_THINK_KINDS = [
+    (_THINK_OPEN_AT, THINK_OPEN),
+    (_THINK_CLOSE_AT, THINK_CLOSE),
+    (_THINK_ENDS_AT, (*THINK_CLOSE, *THINK_ENDERS)),
+]
+_TAG_PIECES = [*THINK_OPEN, *THINK_CLOSE, *THINK_ENDERS, *"<|/think>[]_ ab", "<|tool_call"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    held=st.lists(st.sampled_from(_TAG_PIECES), max_size=10).map("".join),
+    pos=st.integers(0, 40),
+    kind=st.sampled_from(_THINK_KINDS),
+)
+def test_a_think_tag_is_found_in_one_scan_as_a_find_per_tag_finds_it(
+    held: str, pos: int, kind: tuple[Any, tuple[str, ...]]
+) -> None:
+    # The earliest tag of the kind, and of several beginning there the first in its order.
+    pattern, tags = kind
+    assert _first_tag(held, pattern, tags, pos) == _first(held, tags, pos)
 
 
 @pytest.mark.parametrize("length", [NAME_MAX + 1, 5_000])
