@@ -149,6 +149,11 @@ def _split(shape: TextShape, region: bytes, start: int, most: int) -> list[bytes
     """The bodies of the run whose first body starts at `start`, from one split at the joints'
     `cut`: a piece that ends with the joint's `rest` is a body and the joint; the first that
     does not, or the split's last, ends the run at its first tail."""
+    if most == 1:
+        # One event (the relay reads one at a time after the processor refused one): its body
+        # ends at its first tail, found in place instead of in a copy of the region's rest.
+        at = region.find(shape.tail, start)
+        return [region[start:at]] if at >= 0 else []
     pieces = region[start:].split(shape.cut, most - 1)
     last = pieces.pop()
     rest, trim = shape.rest, len(shape.rest)
