@@ -48,3 +48,18 @@ def test_notices_value_is_what_json_dumps_writes(said: list[str]) -> None:
 
     flat = [" ".join(n.split()) for n in said]
     assert notices_value(said) == json.dumps(flat, ensure_ascii=True)
+
+
+_SPACED = st.text(alphabet=st.sampled_from([*"ab é\t\n\r\x00\x1b", "\u3000", "\xa0", "\u2028"]))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(), st.text(alphabet=string.printable), _SPACED), st.integers(1, 40))
+def test_header_value_flattens_as_splitting_into_words_does(said: str, limit: int) -> None:
+    """Printable text is kept as it is when its spaces are single and inside it; any text
+    comes out as its words joined by one space, escaped, cut at the limit."""
+    flat = " ".join(said.split())
+    if not (flat.isascii() and flat.isprintable()):
+        flat = flat.encode("ascii", "backslashreplace").decode("ascii")
+        flat = "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or ord(c) == 127 else c for c in flat)
+    assert header_value(said, limit) == flat[:limit]
