@@ -173,6 +173,8 @@ def _unframed(scan: str) -> tuple[str, str | None]:
     """`scan` without the template's framing it opens with (Functionary's `all\\n`), and the
     framing dropped (None: none). Only at the scan's start, after whitespace: never mid-prose."""
     k = skip(scan, 0)
+    if not scan.startswith(FRAMING, k):
+        return scan, None  # the usual reply: one call, not one per framing
     for framing in FRAMING:
         if scan.startswith(framing, k):
             return scan[: framing_start(scan, k, framing)] + scan[k + len(framing) :], framing

@@ -154,14 +154,10 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
     tags = [*marks, *THINK_OPEN, *_THINK_ENDS, *left, *([FENCE] if recover else [])]
     watched = [*tags, FENCE]  # _release looks for a fence even where no tail may begin one
     beginnings = {t[:k] for t in tags for k in range(1, len(t))}
-    by_start: dict[str, list[str]] = {}
-    for mark in marks:
-        shortest = next(mark[:k] for k in range(1, len(mark) + 1) if mark[:k] in marks)
-        by_start.setdefault(shortest, []).append(mark)
     return Markers(
         triggers=marks,
         trigger_at=re.compile(first_match(set(marks))),
-        trigger_by_start={start: tuple(found) for start, found in by_start.items()},
+        trigger_by_start=_by_start(marks),
         outranked=frozenset(
             mark
             for mark in marks
@@ -181,6 +177,15 @@ def markers(names: tuple[str, ...], recover: bool) -> Markers:
         opening_firsts=frozenset(o[0] for o in (*opens, *framing) if o),
         left_over=re.compile(first_match(set(left))) if left else None,
     )
+
+
+def _by_start(marks: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """`Markers.trigger_by_start`: each trigger under the shortest trigger it begins with."""
+    by_start: dict[str, list[str]] = {}
+    for mark in marks:
+        shortest = next(mark[:k] for k in range(1, len(mark) + 1) if mark[:k] in marks)
+        by_start.setdefault(shortest, []).append(mark)
+    return {start: tuple(found) for start, found in by_start.items()}
 
 
 @dataclass(init=False)  # its own __init__: one a streamed call (proxy/compiled.py)
@@ -340,7 +345,9 @@ class StreamToolProcessor:
             return 0  # another choice came first, or an empty text `feed` would not push
         marks = self._marks
         if self._recover and (
-            marks.anywhere.search(first) or marks.open_end.search(first + "\x00")
+            first in marks.prefixes  # the open end's commonest case, without the two scans
+            or marks.anywhere.search(first)
+            or marks.open_end.search(first + "\x00")
         ):
             return 0  # a marker, or what may begin one at its end: `feed` judges it, once
         state = _Choice(0)
@@ -892,6 +899,8 @@ class StreamToolProcessor:
         """How many characters at the end of `text` could begin a marker (the longest such)."""
         marks = self._marks
         tail = text[-marks.longest + 1 :] if marks.longest > 1 else ""
+        if tail in marks.prefixes:
+            return len(tail)  # what the loop finds first (a marker's text held whole), unscanned
         # A marker's beginning starts with a marker's first character: only those places of
         # the tail are tried, earliest (longest) first, instead of every length.
         for found in marks.starts.finditer(tail):

@@ -526,6 +526,23 @@ def test_a_mark_where_the_search_begins_is_the_one_every_search_finds(
     assert processor._next_mark(state, held, pos, lines) == expected
 
 
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(_MARK_PIECES), max_size=6).map("".join), cut=st.integers(0, 30)
+)
+def test_what_may_begin_a_marker_at_a_texts_end_is_its_longest_such_tail(
+    text: str, cut: int
+) -> None:
+    # `_overlap`: the longest end of the text (under the longest marker) that is a marker's
+    # beginning, whether the text is one whole or ends inside a marker.
+    processor = StreamToolProcessor(TOOLS)
+    marks = processor._marks
+    text = text[: len(text) - cut]
+    most = min(len(text), marks.longest - 1)
+    expected = next((k for k in range(most, 0, -1) if text[-k:] in marks.prefixes), 0)
+    assert processor._overlap(text) == expected
+
+
 _THINK_KINDS = [
     (_THINK_OPEN_AT, THINK_OPEN),
     (_THINK_CLOSE_AT, THINK_CLOSE),
