@@ -123,7 +123,7 @@ class _Starts:
 
     def families(self, scan: str) -> list[Family]:
         """The families whose markers occur in `scan`, in the registry's order."""
-        found = {m.group() for m in self.pattern.finditer(scan)}
+        found = set(self.pattern.findall(scan))  # the markers themselves: no match objects
         if not found:
             return []  # the usual reply
         # Places, not the families themselves: hashing a frozen dataclass hashes its fields.
