@@ -1129,7 +1129,7 @@ def _first_tag(
 ) -> tuple[int, str] | None:
     """`_first(text, tags, start)` in one scan: `at` matches where any of `tags` begins (a
     `first_match` of them), and of those beginning there the first in order is taken. The six
-    think tags of each kind, looked for with a find each, were half of finding a marker."""
+    think tags of each kind, looked for with a find each, were a quarter of finding a marker."""
     found = at.search(text, start)
     if found is None:
         return None
