@@ -616,10 +616,11 @@ class StreamToolProcessor:
                         state.fences_done = True
                 state.at_tail_start, state.fence_tail, state.judged = False, False, -1
                 lines = skip(held, pos) + 1  # its own `{` starts no other tail
-            if self._marks.anywhere.search(held, pos) is None:
+            first = self._marks.anywhere.search(held, pos)
+            if first is None:
                 # The usual chunk of prose: no marker in it at all (one scan for all of them).
                 return _rstrip_to(held, len(held) - self._overlap(held), pos)
-            mark = self._next_mark(state, held, pos, max(pos, lines))
+            mark = self._next_mark(state, held, pos, max(pos, lines), first)
             if mark is None:
                 return _rstrip_to(held, len(held) - self._overlap(held), pos)
             at, tag = mark
@@ -694,9 +695,19 @@ class StreamToolProcessor:
                 break
         return held
 
-    def _next_mark(self, state: _Choice, held: str, pos: int, lines: int) -> tuple[int, str] | None:
-        """The first marker, think tag, fence or line-opening value in `held` from `pos`."""
-        trigger = self._first_trigger(held, pos)
+    def _next_mark(
+        self, state: _Choice, held: str, pos: int, lines: int, first: re.Match[str]
+    ) -> tuple[int, str] | None:
+        """The first marker, think tag, fence or line-opening value in `held` from `pos`
+        (`first`: where `Markers.anywhere` matched from `pos`)."""
+        begun = self._marks.trigger_by_start.get(first.group())
+        if begun is None:
+            trigger = self._first_trigger(held, pos)
+        else:
+            # The scan for any tag matched the shortest tag there, a trigger: no trigger begins
+            # earlier, and this one is the first trigger's shortest (no second scan for it).
+            at = first.start()
+            trigger = at, next(t for t in begun if held.startswith(t, at))
         if trigger is not None and trigger[0] == pos and trigger[1] not in self._marks.outranked:
             # Where a call opens a held text. Nothing begins before `pos`, and a tag of another
             # kind beginning there too comes first only if it is shorter (tuples compare by

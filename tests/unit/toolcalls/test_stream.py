@@ -523,7 +523,11 @@ def test_a_mark_where_the_search_begins_is_the_one_every_search_finds(
     state.fences_done = fences_done
     lines = pos + after
     expected = processor._every_mark(state, held, pos, lines, processor._first_trigger(held, pos))
-    assert processor._next_mark(state, held, pos, lines) == expected
+    first = processor._marks.anywhere.search(held, pos)  # as `_release` asks it first
+    if first is None:
+        assert expected is None  # every mark is one `anywhere` matches
+    else:
+        assert processor._next_mark(state, held, pos, lines, first) == expected
 
 
 @settings(max_examples=500, deadline=None)
