@@ -37,6 +37,7 @@ from proxy.toolcalls.formats import (
 from proxy.toolcalls.scan import (
     END_TOKENS,
     THINK_CLOSE,
+    THINK_CLOSE_AT,
     THINK_ENDERS,
     THINK_OPEN,
     first_match,
@@ -250,15 +251,12 @@ def _late_think_end(scan: str, spans: list[Span]) -> int:
     late = k = 0  # spans before k end at or before the tag looked at (both in text order)
     if not may_think(scan):
         return late
-    for m in _THINK_CLOSE_RE.finditer(scan, spans[0].start):
+    for m in THINK_CLOSE_AT.finditer(scan, spans[0].start):
         while k < len(spans) and spans[k].end <= m.start():
             k += 1
         if k == len(spans) or m.start() < spans[k].start:
             late = m.end()
     return late
-
-
-_THINK_CLOSE_RE = re.compile("|".join(map(re.escape, THINK_CLOSE)))
 
 
 def _without_left_over(text: str, framing: str | None, floor: int = 0) -> Found | None:

@@ -41,7 +41,11 @@ def may_think(text: str) -> bool:
     return any(word in text for word in THINK_WORDS)
 
 
-_THINK_ENDS = re.compile("|".join(map(re.escape, (*THINK_CLOSE, *THINK_ENDERS))))
+# Where the first tag of each kind begins, and which: of several beginning there, the first in
+# the tuple's order, as an alternation picks it (`first_of`).
+THINK_OPEN_AT = re.compile("|".join(map(re.escape, THINK_OPEN)))
+THINK_CLOSE_AT = re.compile("|".join(map(re.escape, THINK_CLOSE)))
+THINK_ENDS_AT = re.compile("|".join(map(re.escape, (*THINK_CLOSE, *THINK_ENDERS))))
 
 
 # What `value_end` stops at: a quote or a bracket; what lies between is skipped in one search.
@@ -180,7 +184,7 @@ def split_think(text: str, starts: re.Pattern[str] | None = None) -> tuple[str, 
             continue
         if name not in THINK_OPEN:
             return text[:cut], text[cut:], ""  # a call marker: the rest is scanned as it is
-        close = _first_of(text, at + len(name), _THINK_ENDS)
+        close = first_of(text, at + len(name), THINK_ENDS_AT)
         if close is None:
             return text[:cut], text[cut:at], text[at:]
         k, closer = close
@@ -194,12 +198,13 @@ def split_think(text: str, starts: re.Pattern[str] | None = None) -> tuple[str, 
 def _first_tag(text: str, pos: int, starts: re.Pattern[str] | None) -> tuple[int, str] | None:
     """The first think tag or call marker at or after `pos` (each search stops at its first
     hit, and the next starts past it: linear over the text)."""
-    tag = _first_of(text, pos, _THINK_TAGS)
+    tag = first_of(text, pos, _THINK_TAGS)
     m = starts.search(text, pos, tag[0] if tag else len(text)) if starts is not None else None
     return (m.start(), m.group()) if m is not None else tag
 
 
-def _first_of(text: str, pos: int, tags: re.Pattern[str]) -> tuple[int, str] | None:
+def first_of(text: str, pos: int, tags: re.Pattern[str]) -> tuple[int, str] | None:
+    """Where `tags` (a pattern of tags) first matches in `text` from `pos`, and the tag."""
     m = tags.search(text, pos)
     return (m.start(), m.group()) if m is not None else None
 

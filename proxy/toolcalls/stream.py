@@ -51,10 +51,14 @@ from proxy.toolcalls.recovery import (
 from proxy.toolcalls.scan import (
     END_TOKENS,
     THINK_CLOSE,
+    THINK_CLOSE_AT,
     THINK_ENDERS,
+    THINK_ENDS_AT,
     THINK_OPEN,
+    THINK_OPEN_AT,
     closed_set,
     first_match,
+    first_of,
     past_end_tokens,
     skip,
     skip_back,
@@ -67,9 +71,6 @@ _TEMPLATE_KEYS = ("id", "object", "created", "model", "system_fingerprint", "ser
 _JUDGE_CHARS = frozenset("}])`>;")
 _THINK_ENDS = (*THINK_CLOSE, *THINK_ENDERS)
 _LEFT_OVER_SET = frozenset(LEFT_OVER)
-_THINK_OPEN_AT = re.compile(first_match(set(THINK_OPEN)))
-_THINK_CLOSE_AT = re.compile(first_match(set(THINK_CLOSE)))
-_THINK_ENDS_AT = re.compile(first_match(set(_THINK_ENDS)))
 
 
 def _with_extras(made: dict[str, Any], chunk: dict[str, Any]) -> dict[str, Any]:
@@ -661,7 +662,7 @@ class StreamToolProcessor:
     def _past_think(self, state: _Choice, held: str, pos: int) -> int:
         """Where the think block open at `pos` ends (and the tail after it starts); -1 while it
         is still open."""
-        close = _first_tag(held, _THINK_ENDS_AT, _THINK_ENDS, pos)
+        close = first_of(held, pos, THINK_ENDS_AT)
         if close is None:
             return -1
         state.in_think, state.at_tail_start, state.judged = False, True, -1
@@ -700,14 +701,9 @@ class StreamToolProcessor:
     ) -> tuple[int, str] | None:
         """The first marker, think tag, fence or line-opening value in `held` from `pos`
         (`first`: where `Markers.anywhere` matched from `pos`)."""
-        begun = self._marks.trigger_by_start.get(first.group())
-        if begun is None:
-            trigger = self._first_trigger(held, pos)
-        else:
-            # The scan for any tag matched the shortest tag there, a trigger: no trigger begins
-            # earlier, and this one is the first trigger's shortest (no second scan for it).
-            at = first.start()
-            trigger = at, next(t for t in begun if held.startswith(t, at))
+        # When the scan for any tag matched a trigger there (the shortest tag there), no trigger
+        # begins earlier: no second scan for it.
+        trigger = self._trigger_of(held, first) or self._first_trigger(held, pos)
         if trigger is not None and trigger[0] == pos and trigger[1] not in self._marks.outranked:
             # Where a call opens a held text. Nothing begins before `pos`, and a tag of another
             # kind beginning there too comes first only if it is shorter (tuples compare by
@@ -728,8 +724,8 @@ class StreamToolProcessor:
             m
             for m in (
                 trigger,
-                _first_tag(held, _THINK_OPEN_AT, THINK_OPEN, pos),
-                _first_tag(held, _THINK_CLOSE_AT, THINK_CLOSE, pos),
+                first_of(held, pos, THINK_OPEN_AT),
+                first_of(held, pos, THINK_CLOSE_AT),
                 # After a fence judged not a call, no fenced block or bare run can be one: the
                 # prose around them holds a fence (formats/bare.py).
                 None if state.fences_done else _first(held, (FENCE,), pos),
@@ -744,11 +740,15 @@ class StreamToolProcessor:
         """`_first(held, self._triggers, pos)`: where the first trigger begins, and of those
         beginning there the first in order."""
         found = self._marks.trigger_at.search(held, pos)
-        if found is None:
+        return None if found is None else self._trigger_of(held, found)
+
+    def _trigger_of(self, held: str, found: re.Match[str]) -> tuple[int, str] | None:
+        """The first trigger in order beginning where `found` matched the shortest trigger
+        there (every trigger beginning there begins with it); None when it matched no trigger."""
+        begun = self._marks.trigger_by_start.get(found.group())
+        if begun is None:
             return None
-        # Every trigger beginning there begins with the shortest, the one matched.
         at = found.start()
-        begun = self._marks.trigger_by_start[found.group()]
         return at, next(t for t in begun if held.startswith(t, at))
 
     def _still_possible(self, state: _Choice, held: str, pos: int) -> bool:
@@ -1133,19 +1133,6 @@ def _first(text: str, tags: list[str] | tuple[str, ...], start: int) -> tuple[in
         if k >= 0 and (best is None or k < best[0]):
             best = (k, tag)
     return best
-
-
-def _first_tag(
-    text: str, at: re.Pattern[str], tags: tuple[str, ...], start: int
-) -> tuple[int, str] | None:
-    """`_first(text, tags, start)` in one scan: `at` matches where any of `tags` begins (a
-    `first_match` of them), and of those beginning there the first in order is taken. The six
-    think tags of each kind, looked for with a find each, were a quarter of finding a marker."""
-    found = at.search(text, start)
-    if found is None:
-        return None
-    k = found.start()
-    return k, next(tag for tag in tags if text.startswith(tag, k))
 
 
 def _search(text: str, pattern: re.Pattern[str] | None, start: int) -> tuple[int, str] | None:

@@ -15,17 +15,18 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
 from proxy.observe.events import ARGUMENTS, HOLDBACK_RELEASED, TOOL_RECOVERED
-from proxy.toolcalls.scan import END_TOKENS, THINK_CLOSE, THINK_ENDERS, THINK_OPEN
-from proxy.toolcalls.spans import NAME_MAX
-from proxy.toolcalls.stream import (
-    _THINK_CLOSE_AT,
-    _THINK_ENDS_AT,
-    _THINK_OPEN_AT,
-    StreamToolProcessor,
-    _Choice,
-    _first,
-    _first_tag,
+from proxy.toolcalls.scan import (
+    END_TOKENS,
+    THINK_CLOSE,
+    THINK_CLOSE_AT,
+    THINK_ENDERS,
+    THINK_ENDS_AT,
+    THINK_OPEN,
+    THINK_OPEN_AT,
+    first_of,
 )
+from proxy.toolcalls.spans import NAME_MAX
+from proxy.toolcalls.stream import StreamToolProcessor, _Choice, _first
 from tests.steps import growth
 from tests.toolcall_case import TOOLS
 from tests.toolcall_corpus import CASES, END_OF_TURN, Case
@@ -548,9 +549,9 @@ def test_what_may_begin_a_marker_at_a_texts_end_is_its_longest_such_tail(
 
 
 _THINK_KINDS = [
-    (_THINK_OPEN_AT, THINK_OPEN),
-    (_THINK_CLOSE_AT, THINK_CLOSE),
-    (_THINK_ENDS_AT, (*THINK_CLOSE, *THINK_ENDERS)),
+    (THINK_OPEN_AT, THINK_OPEN),
+    (THINK_CLOSE_AT, THINK_CLOSE),
+    (THINK_ENDS_AT, (*THINK_CLOSE, *THINK_ENDERS)),
 ]
 _TAG_PIECES = [*THINK_OPEN, *THINK_CLOSE, *THINK_ENDERS, *"<|/think>[]_ ab", "<|tool_call"]
 
@@ -566,7 +567,7 @@ def test_a_think_tag_is_found_in_one_scan_as_a_find_per_tag_finds_it(
 ) -> None:
     # The earliest tag of the kind, and of several beginning there the first in its order.
     pattern, tags = kind
-    assert _first_tag(held, pattern, tags, pos) == _first(held, tags, pos)
+    assert first_of(held, pos, pattern) == _first(held, tags, pos)
 
 
 @pytest.mark.parametrize("length", [NAME_MAX + 1, 5_000])
