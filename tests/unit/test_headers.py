@@ -63,3 +63,20 @@ def test_header_value_flattens_as_splitting_into_words_does(said: str, limit: in
         flat = flat.encode("ascii", "backslashreplace").decode("ascii")
         flat = "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or ord(c) == 127 else c for c in flat)
     assert header_value(said, limit) == flat[:limit]
+
+
+def test_notice_values_mask_with_the_masker_they_are_given() -> None:
+    # Kept for the notices seen last: a masker with other secrets must not read an answer
+    # another one made, and the unmasked notice never reaches a header.
+    from proxy.observe.masking import Masker
+    from proxy.path.client import notice_values
+
+    said = ("upstream sk-live-0123456789 refused\ntop_k", "Recovered 1 tool call (hermes).")
+    plain, masked = Masker(), Masker(["sk-live-0123456789"])
+    each, every = notice_values(plain, said)
+    assert each == ("upstream sk-live-0123456789 refused top_k", said[1])
+    assert orjson.loads(every) == list(each)
+    each, every = notice_values(masked, said)
+    assert each == ("upstream [REDACTED] refused top_k", said[1])
+    assert "sk-live" not in every and orjson.loads(every) == list(each)
+    assert notice_values(masked, said) == (each, every)
