@@ -59,6 +59,7 @@ MODULES = (
     "proxy.http.routing",
     "proxy.http.validate",
     "proxy.knowntools",
+    "proxy.observe.counting",
     "proxy.observe.events",
     "proxy.observe.masking",
     "proxy.path.answers",

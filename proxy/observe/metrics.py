@@ -3,7 +3,8 @@
 Metrics are a product surface (operators watch refusal and retry rates in Grafana), so their names
 and labels follow `spec/OBSERVABILITY.md` exactly and live here, not scattered through handlers.
 Request-path stages never touch a counter: they record an `Event` on the request's
-`RequestEvents`, and `Metrics.on_event` (registered as a listener) maps each kind to its counter.
+`RequestEvents`, and `Metrics.on_event` (registered as a listener) maps each kind to its counter,
+by the rules written here and counted by `proxy.observe.counting`.
 The few measurements that are not decisions (durations, tokens, in-flight requests, latches held)
 have plain methods the request's owner calls once. The metrics moved on every request, and the
 counters events move (an agent's request moves them: a call recovered, arguments repaired), are
@@ -42,12 +43,14 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from proxy.observe import counting
 from proxy.observe import events as ev
-from proxy.observe.events import Event, RequestEvents
+from proxy.observe.counting import EventCounter, ModelLabels, Rule
+from proxy.observe.events import Listener
 from proxy.observe.logs import write_failures
 from proxy.observe.managed_metrics import ManagedCollector
 
-OTHER = "other"
+OTHER = counting.OTHER  # the label of a value left out, or one that would grow the series
 
 # Client request to last byte: a cached 1-token answer takes a few ms, a long agent turn on a
 # local model can take minutes, and a model load before it more.
@@ -139,17 +142,11 @@ DROPPABLE_FIELDS = frozenset(
         "frequency_penalty",
     }
 )
-DROPPABLE_FAMILIES = (("mirostat", "mirostat*"), ("dry_", "dry_*"), ("xtc_", "xtc_*"))
 
 
 def field_label(field: str, allowed: frozenset[str] = DROPPABLE_FIELDS) -> str:
     """The `field` label for a dropped field: itself if droppable, its family, or "other"."""
-    if field in allowed:
-        return field
-    for prefix, family in DROPPABLE_FAMILIES:
-        if field.startswith(prefix):
-            return family
-    return OTHER
+    return counting.field_label(field, allowed)
 
 
 # `str(status)` for every status a server can send, built once: a dict lookup is cheaper than
@@ -199,8 +196,8 @@ class FastCounter(_FastValues):
     FAMILY = CounterMetricFamily
 
     def add(self, labels: tuple[str, ...], amount: float = 1.0) -> None:
-        """Count `amount` for `labels` (a series made at 0 for a negative one: a counter does
-        not go down, and an event's count never made a request fail)."""
+        """Count `amount` for `labels` (never down, as `counting.count`: written out here, since
+        this runs interpreted on every request and a call to it would cost more than it does)."""
         values = self.values
         values[labels] = values.get(labels, 0.0) + (amount if amount > 0 else 0)
 
@@ -273,11 +270,6 @@ class FastHistogram(Collector):
         yield family
 
 
-# The longest model name kept as a label: real ones (a Hugging Face repo and a quantisation)
-# run to about a hundred characters, and a label is sent on every scrape of every series.
-MAX_MODEL_LABEL = 256
-
-
 class Metrics:
     """The registry and every latchgate metric; `on_event` is the `RequestEvents` listener."""
 
@@ -293,31 +285,19 @@ class Metrics:
         own = registry is None
         self.registry = CollectorRegistry() if registry is None else registry
         self.model_cap = model_cap
-        self._models: set[str] = set()  # names that are their own label (the fast path)
-        self._relabelled: dict[str, str] = {}  # names that are not: a secret in them, too long
-        # Masks secrets in a name (set by the proxy to its masker's): clients do send a key
-        # where the model goes, and a label leaves latchgate on every scrape.
-        self.mask: Callable[[str], str] = str
+        self.models = ModelLabels(model_cap)
+        # The names that are their own label, tested inline by the per-request metrics before
+        # they call `model_label`: most requests name a model already seen.
+        self._models = self.models.own
         # An upstream's config may add droppable names; they are bounded by config, not clients.
         self._droppable = DROPPABLE_FIELDS | frozenset(droppable)
         if own:
             _register_runtime_collectors(self.registry)
         self._define(self.registry)
-        self._handlers: dict[str, Callable[[RequestEvents, Event], None]] = {
-            ev.REFUSAL: self._on_refusal,
-            ev.FIELD_DROPPED: self._on_field_dropped,
-            ev.RETRY: self._on_retry,
-            ev.SILENT: self._on_silent,
-            ev.OVERFLOW: self._on_overflow,
-            ev.CONTEXT_RESCUED: self._on_context_rescued,
-            ev.TOOL_RECOVERED: self._on_tool_recovered,
-            ev.ARGUMENTS: self._on_arguments,
-            ev.TOOL_HEALED: self._on_tool_healed,
-            ev.TOOL_CHOICE_ENFORCED: self._on_tool_choice,
-            ev.TOOLS_EMULATED: self._on_tools_emulated,
-            ev.SCHEMAS_RELAXED: self._on_schemas_relaxed,
-            ev.CLIENT_DISCONNECT: self._on_client_disconnect,
-        }
+        self.counter = EventCounter(self.models, self._rules())
+        # The listener is the compiled counter's own method: a `Metrics` method calling it
+        # would put an interpreted call back on every event.
+        self.on_event: Listener = self.counter.on_event
 
     def _define(self, r: CollectorRegistry) -> None:
         um = ("upstream", "model")
@@ -508,87 +488,42 @@ class Metrics:
             um,
         )
 
+    def _rules(self) -> dict[str, Rule]:
+        """Which series each event kind moves, and with which of its labels."""
+        removed = self.context_tokens_removed.values
+        return {
+            ev.REFUSAL: Rule(self.refusals.values, ("capability",)),
+            ev.FIELD_DROPPED: Rule(
+                self.fields_dropped.values, by_model=False, fields=self._droppable
+            ),
+            ev.RETRY: Rule(self.retries.values, ("reason",), by_model=False),
+            ev.SILENT: Rule(self.endpoint_silent.values, ("phase",), by_model=False),
+            ev.OVERFLOW: Rule(self.context_overflow.values, ("where",)),
+            ev.CONTEXT_RESCUED: Rule(
+                self.context_rescues.values, ("action", "outcome"), removed=removed
+            ),
+            ev.TOOL_RECOVERED: Rule(self.tool_calls_recovered.values, ("format",)),
+            ev.ARGUMENTS: Rule(self.tool_arguments_repaired.values, ("outcome",)),
+            ev.TOOL_HEALED: Rule(self.tool_calls_healed.values, ("outcome",)),
+            ev.TOOL_CHOICE_ENFORCED: Rule(self.tool_choice_enforced.values, ("choice", "outcome")),
+            ev.TOOLS_EMULATED: Rule(self.tools_emulated.values),
+            ev.SCHEMAS_RELAXED: Rule(self.schemas_relaxed.values, by_model=False),
+            ev.CLIENT_DISCONNECT: Rule(self.client_disconnects.values, by_model=False),
+        }
+
+    @property
+    def mask(self) -> Callable[[str], str]:
+        """Masks secrets in a model's name (set by the proxy to its masker's): clients do send
+        a key where the model goes, and a label leaves latchgate on every scrape."""
+        return self.models.mask
+
+    @mask.setter
+    def mask(self, mask: Callable[[str], str]) -> None:
+        self.models.mask = mask
+
     def model_label(self, model: str) -> str:
-        """The `model` label: the first `model_cap` distinct names, then "other". A name with
-        a secret in it is labelled masked, and one too long to be a model's "other"."""
-        if model in self._models:
-            return model
-        label = self._relabelled.get(model)
-        if label is not None:
-            return label
-        if len(self._models) + len(self._relabelled) >= self.model_cap:
-            return OTHER
-        label = OTHER if len(model) > MAX_MODEL_LABEL else self.mask(model)
-        if label == model:
-            self._models.add(model)
-        else:
-            self._relabelled[model] = label
-        return label
-
-    # -- the event seam -------------------------------------------------------------------
-
-    def on_event(self, req: RequestEvents, event: Event) -> None:
-        """Count one event (the `RequestEvents` listener); kinds with no metric are ignored."""
-        handler = self._handlers.get(event.kind)
-        if handler is not None:
-            handler(req, event)
-
-    def _um(self, req: RequestEvents) -> tuple[str, str]:
-        return req.upstream, self.model_label(req.model)
-
-    def _on_refusal(self, req: RequestEvents, e: Event) -> None:
-        capability = e.labels.get("capability", OTHER)
-        self.refusals.add((*self._um(req), capability), e.count)
-
-    def _on_field_dropped(self, req: RequestEvents, e: Event) -> None:
-        field = field_label(e.labels.get("field", OTHER), self._droppable)
-        self.fields_dropped.add((req.upstream, field), e.count)
-
-    def _on_retry(self, req: RequestEvents, e: Event) -> None:
-        self.retries.add((req.upstream, e.labels.get("reason", OTHER)), e.count)
-
-    def _on_silent(self, req: RequestEvents, e: Event) -> None:
-        self.endpoint_silent.add((req.upstream, e.labels.get("phase", OTHER)), e.count)
-
-    def _on_overflow(self, req: RequestEvents, e: Event) -> None:
-        where = e.labels.get("where", OTHER)
-        self.context_overflow.add((*self._um(req), where), e.count)
-
-    def _on_context_rescued(self, req: RequestEvents, e: Event) -> None:
-        labels = e.labels
-        action, outcome = labels.get("action", OTHER), labels.get("outcome", OTHER)
-        self.context_rescues.add((*self._um(req), action, outcome), e.count)
-        removed = int(labels.get("before", 0)) - int(labels.get("after", 0))
-        if removed > 0:
-            self.context_tokens_removed.add(self._um(req), removed)
-
-    def _on_tool_recovered(self, req: RequestEvents, e: Event) -> None:
-        fmt = e.labels.get("format", OTHER)
-        self.tool_calls_recovered.add((*self._um(req), fmt), e.count)
-
-    def _on_arguments(self, req: RequestEvents, e: Event) -> None:
-        outcome = e.labels.get("outcome", OTHER)
-        self.tool_arguments_repaired.add((*self._um(req), outcome), e.count)
-
-    def _on_tool_healed(self, req: RequestEvents, e: Event) -> None:
-        outcome = e.labels.get("outcome", OTHER)
-        self.tool_calls_healed.add((*self._um(req), outcome), e.count)
-
-    def _on_tool_choice(self, req: RequestEvents, e: Event) -> None:
-        labels = e.labels
-        choice, outcome = labels.get("choice", OTHER), labels.get("outcome", OTHER)
-        self.tool_choice_enforced.add((*self._um(req), choice, outcome), e.count)
-
-    def _on_tools_emulated(self, req: RequestEvents, e: Event) -> None:
-        self.tools_emulated.add(self._um(req), e.count)
-
-    def _on_schemas_relaxed(self, req: RequestEvents, e: Event) -> None:
-        self.schemas_relaxed.add((req.upstream,), e.count)
-
-    def _on_client_disconnect(self, req: RequestEvents, e: Event) -> None:
-        self.client_disconnects.add((req.upstream,), e.count)
-
-    # -- measurements the request's owner reports -----------------------------------------
+        """The `model` label (`ModelLabels`): the first `model_cap` names, then "other"."""
+        return self.models.label(model)
 
     def request_done(
         self,
