@@ -523,6 +523,8 @@ class Metrics:
 
     def model_label(self, model: str) -> str:
         """The `model` label (`ModelLabels`): the first `model_cap` names, then "other"."""
+        if model in self._models:
+            return model  # the usual name, told without a call into ModelLabels
         return self.models.label(model)
 
     def request_done(
