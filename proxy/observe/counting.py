@@ -59,6 +59,7 @@ class ModelLabels:
         self._relabelled: dict[str, str] = {}  # names that are not: a secret in them, too long
 
     def label(self, model: str) -> str:
+        """The label of `model`, remembered: the same name is always labelled alike."""
         if model in self.own:
             return model
         label = self._relabelled.get(model)

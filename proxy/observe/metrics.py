@@ -527,6 +527,8 @@ class Metrics:
             return model  # the usual name, told without a call into ModelLabels
         return self.models.label(model)
 
+    # -- measurements the request's owner reports -----------------------------------------
+
     def request_done(
         self,
         *,
