@@ -720,6 +720,7 @@ class StreamToolProcessor:
         trigger: tuple[int, str] | None,
     ) -> tuple[int, str] | None:
         """`_next_mark`, each kind searched for (`trigger`: the first trigger from `pos`)."""
+        left_over = self._marks.left_over
         marks = [
             m
             for m in (
@@ -730,7 +731,7 @@ class StreamToolProcessor:
                 # prose around them holds a fence (formats/bare.py).
                 None if state.fences_done else _first(held, (FENCE,), pos),
                 None if state.fences_done else _line_open(held, lines),
-                _search(held, self._marks.left_over, pos),
+                None if left_over is None else first_of(held, pos, left_over),
             )
             if m is not None
         ]
@@ -1133,11 +1134,6 @@ def _first(text: str, tags: list[str] | tuple[str, ...], start: int) -> tuple[in
         if k >= 0 and (best is None or k < best[0]):
             best = (k, tag)
     return best
-
-
-def _search(text: str, pattern: re.Pattern[str] | None, start: int) -> tuple[int, str] | None:
-    m = pattern.search(text, start) if pattern is not None else None
-    return (m.start(), m.group()) if m else None
 
 
 def _rstrip_to(text: str, end: int, floor: int) -> str:
