@@ -229,8 +229,7 @@ def wanted(status: int, req: RequestEvents) -> bool:
     """Whether a finished request's line would be written at the configured level."""
     if _info_enabled or status >= 500:
         return True
-    # a latch is logged as a warning (checked without a generator when there are no events)
-    return bool(req.events) and any(e.kind == ev.REFUSAL for e in req.events)
+    return bool(req.events) and req.has(ev.REFUSAL)  # a latch is logged as a warning
 
 
 def _tool_fields(req: RequestEvents, line: dict[str, Any]) -> None:

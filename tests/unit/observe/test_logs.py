@@ -258,3 +258,22 @@ def test_request_line_filtered_at_warning_level() -> None:
     out = json_logs("warning")
     request_line(req_with(), **finished())
     assert out.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    ("level", "status", "kinds", "expected"),
+    [
+        ("warning", 200, [], False),
+        ("warning", 200, [ev.TOOL_RECOVERED, ev.ARGUMENTS], False),
+        ("warning", 200, [ev.TOOL_RECOVERED, ev.REFUSAL], True),  # a latch: a warning line
+        ("warning", 502, [], True),
+        ("info", 200, [], True),
+    ],
+)
+def test_wanted_only_when_the_line_would_be_written(
+    level: str, status: int, kinds: list[str], expected: bool
+) -> None:
+    configure(level, json=True, stream=io.StringIO())
+    req = req_with(*[(kind, "a notice", {}) for kind in kinds])
+    assert req.has(ev.REFUSAL) is (ev.REFUSAL in kinds)
+    assert logs.wanted(status, req) is expected
