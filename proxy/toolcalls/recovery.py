@@ -411,22 +411,18 @@ def _recovered_arguments(args: Any, repaired: bool, finish_reason: str | None) -
     return result.arguments, result.outcome
 
 
-def recovered_event(count: int, fmt: str, in_reasoning: bool = False) -> Event:
-    """The TOOL_RECOVERED event for one reply."""
-    return Event(
-        TOOL_RECOVERED, _recovered_notice(count, fmt, in_reasoning), {"format": fmt}, count
-    )
-
-
 @lru_cache(maxsize=64)
-def _recovered_notice(count: int, fmt: str, in_reasoning: bool) -> str:
-    """The notice of a recovery: one string for each distinct one, so the headers written from
-    it are found again without hashing it anew (`proxy.path.client.notice_values`)."""
+def recovered_event(count: int, fmt: str, in_reasoning: bool = False) -> Event:
+    """The TOOL_RECOVERED event for one reply. One Event for each distinct one, shared: an
+    Event is never changed once made (nor its labels), and the same one comes back request
+    after request, so neither it nor its notice is built again, and the notice's hash, which
+    the headers written from it look up (`proxy.path.client.notice_values`), is kept."""
     where = " in the reasoning" if in_reasoning else ""
-    return (
+    notice = (
         f"Recovered {count} tool call{'s' if count != 1 else ''} written as text{where} "
         f"({fmt}); the server's tool-call parser does not match the model's chat template."
     )
+    return Event(TOOL_RECOVERED, notice, {"format": fmt}, count)
 
 
 def process_response(

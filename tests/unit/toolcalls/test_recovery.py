@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from proxy.observe.events import ARGUMENTS, TOOL_RECOVERED
-from proxy.toolcalls.recovery import process_response, recover
+from proxy.toolcalls.recovery import process_response, recover, recovered_event
 from tests.toolcall_case import TOOLS
 from tests.toolcall_corpus import CASES, TRUNCATED, TRUNCATED_RAW_ARGS, Case, by_format
 
@@ -80,6 +80,19 @@ def test_process_response_events_and_no_mutation() -> None:
         (TOOL_RECOVERED, {"format": "hermes"}, 1), (ARGUMENTS, {"outcome": "repaired"}, 1)]
     assert "1 tool call" in events[0].notice
     assert "parser does not match" in events[0].notice
+
+
+def test_recovered_event_is_one_shared_event_per_kind_of_recovery() -> None:
+    """One Event for each (count, format, where): the same object every time, its notice and
+    labels those of that recovery, never another's."""
+    one, again = recovered_event(1, "hermes"), recovered_event(1, "hermes")
+    assert one is again
+    assert (one.kind, one.labels, one.count) == (TOOL_RECOVERED, {"format": "hermes"}, 1)
+    assert one.notice.startswith("Recovered 1 tool call written as text (hermes);")
+    two = recovered_event(2, "mistral", in_reasoning=True)
+    assert (two.labels, two.count) == ({"format": "mistral"}, 2)
+    assert two.notice.startswith("Recovered 2 tool calls written as text in the reasoning (")
+    assert recovered_event(1, "hermes", in_reasoning=True) is not one
 
 
 def test_unchanged_body_returns_none() -> None:
