@@ -16,6 +16,12 @@ Targets: `relay` (the bare aiohttp relay), `latchgate` (this tree, in the build 
 `latchgate-sources` (this tree's sources: LATCHGATE_PURE=1) and `latchgate-compare` (the tree
 at `--compare-dir`, as it is). Instructions are not time (a cache miss costs more than many),
 so this says how much work a change removed, and `bench_proxy.py` what that is worth.
+
+Every target runs with one hash seed (`--hash-seed`, 0 unless told), so the order of sets and
+dicts keyed by strings, and the work it takes, is the same in every run. Run one count at a
+time on a quiet machine: a target slowed by other work runs its timers more often a request
+(the same tree and seed counted 460,726 a request beside three other counts and 473,446 beside
+seven), and compare targets counted in one run.
 """
 
 from __future__ import annotations
@@ -43,6 +49,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--targets", default="relay,latchgate,latchgate-sources")
     p.add_argument("--compare-dir", type=Path, help="the tree latchgate-compare runs")
     p.add_argument("--requests", type=int, default=300, help="the first run's (after 200 warm)")
+    p.add_argument(
+        "--hash-seed", default="0", help="PYTHONHASHSEED of every target ('random': a new one)"
+    )
     args = p.parse_args(argv)
     args.targets = args.targets.split(",")
     if unknown := set(args.targets) - set(TARGETS):
@@ -75,7 +84,9 @@ def counted(args: argparse.Namespace, target: str, base: str, run_dir: Path, n: 
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
     cmd += bp.target_command(name, base, port, run_dir)
     cwd = args.compare_dir if target == "latchgate-compare" else bp.ROOT
-    env = {**os.environ, "LATCHGATE_PURE": "1"} if target == "latchgate-sources" else None
+    env = {**os.environ, "PYTHONHASHSEED": args.hash_seed}
+    if target == "latchgate-sources":
+        env["LATCHGATE_PURE"] = "1"
     body = bp.request_body(args.mode, args.tools)
     with (run_dir / f"{target}.log").open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=cwd, env=env)
@@ -105,7 +116,8 @@ def main(argv: list[str] | None = None) -> None:
             first = counted(args, target, base, run_dir, args.requests)
             second = counted(args, target, base, run_dir, args.requests + _MORE)
             counts[target] = (second - first) / _MORE
-    print(f"# {case}: instructions a request (callgrind, one client, {_MORE} requests)")
+    seed = f"hash seed {args.hash_seed}"
+    print(f"# {case}: instructions a request (callgrind, one client, {_MORE} requests, {seed})")
     relay = counts.get("relay")
     for target, count in counts.items():
         ratio = f"  {relay / count:.3f} of the relay's rate" if relay and target != "relay" else ""
